@@ -1,0 +1,22 @@
+# Two entry points: `make repro` (the experiment) and `make test`.
+VENV := .venv
+PY := $(VENV)/bin/python
+export DVC_NO_ANALYTICS := 1
+export HF_HUB_OFFLINE := 1
+
+.PHONY: repro test
+
+$(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+repro: $(VENV)/.installed
+	$(VENV)/bin/dvc config --local core.analytics false
+	$(VENV)/bin/dvc repro
+
+test: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q

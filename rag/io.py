@@ -1,0 +1,75 @@
+"""Reading inputs with errors that name file and line; writing outputs atomically."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+
+class InputError(ValueError):
+    """Bad input: the message names the file and line (or the query id)."""
+
+
+def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
+    """Read a JSON-lines file; blank lines are skipped.
+
+    Raises InputError naming ``path:line`` for a missing file, invalid JSON, a row that is not an
+    object, or a row lacking one of the ``required`` fields.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    rows = []
+    required = list(required)
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{n}: expected a JSON object")
+            missing = [k for k in required if k not in row]
+            if missing:
+                raise InputError(f"{path}:{n}: missing field(s) {', '.join(missing)}")
+            rows.append(row)
+    return rows
+
+
+def _atomic(path: str | Path, write) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` via a temp file + rename: readers never see half a file."""
+    _atomic(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Atomically write ``obj`` as indented JSON with sorted keys (stable diffs)."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> None:
+    """Atomically write one JSON object per line (keys in insertion order)."""
+    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def write_npy(path: str | Path, array) -> None:
+    """Atomically write a numpy array in .npy format."""
+    import numpy as np
+
+    _atomic(path, lambda f: np.save(f, array))
