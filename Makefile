@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 repro: $(VENV)/.installed

@@ -1,0 +1,162 @@
+"""Ask an OpenAI-compatible chat server (llama.cpp's llama-server) for a schema-bound answer.
+
+The reply must be JSON ``{"answer": str, "source": one of the retrieved doc ids or "none"}``.
+llama.cpp can accept a ``json_schema`` and still return unconstrained text with HTTP 200
+(llama.cpp issues #19051, #24097, #10732), so every reply is validated here; any fault comes back
+as ``LLMReply.error`` (a short reason code) and never as an answer.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import requests
+
+SYSTEM_PROMPT = (
+    "You answer phone callers' questions using ONLY the documents below. "
+    "Reply with JSON: \"answer\" is one short sentence that answers the question from one document, "
+    "\"source\" is the id of that document. If no document answers the question, use source \"none\".\n\n"
+)
+
+# Reason codes a failed call can carry (reported as counts in the final metrics).
+ERRORS = ("unreachable", "connection_lost", "timeout", "http_error", "truncated", "invalid_json",
+          "schema_violation", "source_not_in_enum")
+
+
+@dataclass
+class LLMReply:
+    """One chat call. ``error`` is None only when ``answer``/``source`` passed client validation.
+
+    first_token_ms / total_ms: wall-clock milliseconds from sending the request; ``timings`` is the
+    server's own timing block (llama.cpp) or None.
+    """
+
+    answer: str | None = None
+    source: str | None = None
+    error: str | None = None
+    detail: str = ""
+    finish_reason: str | None = None
+    first_token_ms: float | None = None
+    total_ms: float | None = None
+    timings: dict | None = None
+    raw: str = ""
+
+
+def answer_schema(doc_ids: Sequence[str], max_len: int, answer_enum: Sequence[str] | None = None) -> dict:
+    """JSON schema of a reply: ``source`` is an enum of ``doc_ids`` + "none" (no duplicates);
+    ``answer`` is a string of at most ``max_len`` characters, or, when ``answer_enum`` is given,
+    one of those strings (the model can then only choose a sentence, never write one)."""
+    sources = list(dict.fromkeys(list(doc_ids) + ["none"]))
+    answer = {"type": "string", "enum": list(answer_enum)} if answer_enum else \
+        {"type": "string", "minLength": 1, "maxLength": max_len}
+    return {
+        "type": "object",
+        "properties": {"answer": answer, "source": {"type": "string", "enum": sources}},
+        "required": ["answer", "source"],
+        "additionalProperties": False,
+    }
+
+
+def build_messages(query: str, passages: Sequence[tuple[str, str]]) -> list[dict]:
+    """Chat messages: the system prompt with each passage tagged ``[doc id]``, then the query."""
+    docs = "\n".join(f"[{doc}] {text}" for doc, text in passages)
+    return [{"role": "system", "content": SYSTEM_PROMPT + docs}, {"role": "user", "content": query}]
+
+
+def validate(content: str, schema: dict) -> tuple[str | None, str | None, str | None, str]:
+    """Check a reply against ``schema`` (as built by `answer_schema`) on the client side.
+
+    Returns (answer, source, error code or None, detail).
+    """
+    try:
+        obj = json.loads(content)
+    except json.JSONDecodeError as e:
+        return None, None, "invalid_json", e.msg
+    props = schema["properties"]
+    if not isinstance(obj, dict) or set(obj) != set(props):
+        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+        return None, None, "schema_violation", f"keys {keys}"
+    answer, source = obj["answer"], obj["source"]
+    if not isinstance(answer, str) or not isinstance(source, str):
+        return None, None, "schema_violation", "answer and source must be strings"
+    a = props["answer"]
+    if "enum" in a and answer not in a["enum"]:
+        return None, None, "schema_violation", "answer is not one of the offered sentences"
+    if len(answer) > a.get("maxLength", len(answer)) or not answer.strip():
+        return None, None, "schema_violation", f"answer length {len(answer)}"
+    if source not in props["source"]["enum"]:
+        return None, None, "source_not_in_enum", f"source {source!r}"
+    return answer, source, None, ""
+
+
+def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeout_s: float,
+        temperature: float = 0.0, seed: int = 0, model: str | None = None) -> LLMReply:
+    """POST ``/v1/chat/completions`` (streamed) with ``response_format`` json_schema; validate.
+
+    ``timeout_s`` bounds the whole call (connect + generation). Never raises for server faults:
+    they come back as ``LLMReply.error`` in `ERRORS`.
+    """
+    body = {
+        "messages": messages, "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
+        "stream": True,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": schema}},
+    }
+    if model:
+        body["model"] = model
+    reply = LLMReply()
+    start = time.perf_counter()
+    parts: list[str] = []
+    try:
+        with requests.post(url.rstrip("/") + "/v1/chat/completions", json=body, stream=True,
+                           timeout=(min(5.0, timeout_s), timeout_s)) as r:
+            if r.status_code != 200:
+                reply.error, reply.detail = "http_error", f"HTTP {r.status_code}: {r.text[:200]}"
+                return _done(reply, start)
+            for line in r.iter_lines():
+                if time.perf_counter() - start > timeout_s:
+                    reply.error, reply.detail = "timeout", f"over {timeout_s} s"
+                    return _done(reply, start)
+                if not line.startswith(b"data: "):
+                    continue
+                data = line[6:]
+                if data.strip() == b"[DONE]":
+                    break
+                chunk = json.loads(data)
+                if "timings" in chunk:
+                    reply.timings = chunk["timings"]
+                for choice in chunk.get("choices", []):
+                    piece = (choice.get("delta") or {}).get("content")
+                    if piece:
+                        if reply.first_token_ms is None:
+                            reply.first_token_ms = (time.perf_counter() - start) * 1000
+                        parts.append(piece)
+                    reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
+    except requests.ConnectTimeout as e:
+        reply.error, reply.detail = "unreachable", str(e)[:200]
+    except requests.Timeout as e:
+        reply.error, reply.detail = "timeout", str(e)[:200]
+    except requests.ConnectionError as e:
+        reply.error = "connection_lost" if parts or reply.finish_reason else "unreachable"
+        reply.detail = str(e)[:200]
+    except (requests.RequestException, json.JSONDecodeError) as e:
+        reply.error, reply.detail = "connection_lost", f"bad stream: {str(e)[:200]}"
+    reply.raw = "".join(parts)
+    if reply.error:
+        return _done(reply, start)
+    if reply.finish_reason == "length":
+        reply.error, reply.detail = "truncated", f"finish_reason length at max_tokens={max_tokens}"
+        return _done(reply, start)
+    if reply.finish_reason is None:
+        reply.error, reply.detail = "connection_lost", "stream ended without finish_reason"
+        return _done(reply, start)
+    reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
+    return _done(reply, start)
+
+
+def _done(reply: LLMReply, start: float) -> LLMReply:
+    reply.total_ms = (time.perf_counter() - start) * 1000
+    if reply.error:
+        reply.answer = reply.source = None
+    return reply

@@ -1,0 +1,122 @@
+"""Turn a speech-recogniser transcript into a search query.
+
+Rules (all lists are data, set from params.yaml by the stages):
+1. lower-case, keep word characters only (apostrophes vanish: "sunday's" -> "sundays");
+2. drop fillers (single words or phrases such as "o k");
+3. number words to digits, adding tens and units ("twenty four" -> "24");
+4. a follow-up ("and what about sunday") with a context question is resolved against the
+   rewritten context: a named weekday replaces the context's weekday, anything else is appended.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_NONWORD = re.compile(r"[^\w\s]|_")
+
+
+@dataclass(frozen=True)
+class RewriteRules:
+    """The data the rewrite follows. Fillers and openers may hold several words ("o k")."""
+
+    fillers: tuple[str, ...] = (
+        "um", "uh", "oh", "er", "ah", "like", "okay", "ok", "o k", "hi", "hello", "so", "well", "ohi",
+    )
+    units: dict[str, int] = field(default_factory=lambda: {w: i for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split())})
+    tens: dict[str, int] = field(default_factory=lambda: {
+        "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+        "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90})
+    openers: tuple[str, ...] = (
+        "and how about", "and what about", "what about on", "what about", "how about",
+        "and on", "same for",
+    )
+    weekdays: tuple[str, ...] = (
+        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+        "weekday", "weekend", "holiday",
+    )
+
+
+DEFAULT_RULES = RewriteRules()
+
+
+def _words(text: str) -> list[str]:
+    return _NONWORD.sub(lambda m: "" if m.group() == "'" else " ", text.lower().replace("’", "'")).split()
+
+
+def _drop_phrases(words: list[str], phrases: tuple[str, ...]) -> list[str]:
+    seqs = sorted((p.split() for p in phrases), key=len, reverse=True)
+    out, i = [], 0
+    while i < len(words):
+        for s in seqs:
+            if words[i:i + len(s)] == s:
+                i += len(s)
+                break
+        else:
+            out.append(words[i])
+            i += 1
+    return out
+
+
+def _numbers(words: list[str], rules: RewriteRules) -> list[str]:
+    out, i = [], 0
+    while i < len(words):
+        w = words[i]
+        if w in rules.tens:
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            if nxt in rules.units and 0 < rules.units[nxt] < 10:
+                out.append(str(rules.tens[w] + rules.units[nxt]))
+                i += 2
+                continue
+            out.append(str(rules.tens[w]))
+        elif w in rules.units:
+            out.append(str(rules.units[w]))
+        else:
+            out.append(w)
+        i += 1
+    return out
+
+
+def weekday_of(word: str, rules: RewriteRules = DEFAULT_RULES) -> str | None:
+    """The weekday a word names, accepting plurals and possessives ("saturdays" -> "saturday")."""
+    for day in rules.weekdays:
+        if word in (day, day + "s", day + "s'"):
+            return day
+    return None
+
+
+def normalise(text: str, rules: RewriteRules = DEFAULT_RULES) -> list[str]:
+    """Rules 1-3: the transcript's words, lower-case, fillers dropped, number words as digits."""
+    return _numbers(_drop_phrases(_words(text), rules.fillers), rules)
+
+
+def split_follow_up(words: list[str], rules: RewriteRules = DEFAULT_RULES) -> list[str] | None:
+    """If ``words`` start with a follow-up opener, the words after it (maybe []); else None."""
+    for opener in sorted((o.split() for o in rules.openers), key=len, reverse=True):
+        if words[:len(opener)] == opener:
+            return words[len(opener):]
+    return None
+
+
+def rewrite(asr_text: str, context: str | None = None, rules: RewriteRules = DEFAULT_RULES) -> str:
+    """Rewrite a transcript into a search query (see the module docstring for the rules).
+
+    >>> rewrite("O K AND WHAT ABOUT SUNDAY", "OHI WHAT TIME DO YOU GUISE OPEN ON SATURDAY")
+    'what time do you guise open on sunday'
+
+    ``context`` is the transcript (or rewritten query) of the question a follow-up leans on;
+    without one, a follow-up is returned as normalised text.
+    """
+    words = normalise(asr_text, rules)
+    tail = split_follow_up(words, rules)
+    if tail is None or not context:
+        return " ".join(words)
+    base = normalise(context, rules)
+    days_in_tail = [d for d in (weekday_of(w, rules) for w in tail) if d]
+    base_day_at = [i for i, w in enumerate(base) if weekday_of(w, rules)]
+    if days_in_tail and base_day_at:
+        for i in base_day_at:
+            base[i] = days_in_tail[0]
+        return " ".join(base)
+    return " ".join(base + tail)

@@ -1,0 +1,125 @@
+"""Passage search over a knowledge base: dense (MiniLM cosine), BM25, or hybrid RRF.
+
+``search(query, k)`` searches the default index, the clinic KB in ``fixtures/voice/kb``.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from rag.chunk import Passage, chunk_folder
+from rag.retrieval import BM25Index, DenseIndex, Ranking, rank, rrf_fuse, word_tokens
+
+DEFAULT_KB = Path(__file__).resolve().parent.parent / "fixtures" / "voice" / "kb"
+MODES = ("dense", "bm25", "hybrid")
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    """How BM25 and hybrid search behave (params.yaml ``retrieval``).
+
+    stopwords / min_token_len: the BM25 tokenizer; depth: how many candidates of each list RRF
+    fuses; rrf_k: RRF's k (60 in Cormack et al. 2009); weights: (dense, bm25) RRF weights;
+    bm25_floor: BM25 candidates scoring at or below it are not evidence and are left out.
+    """
+
+    rrf_k: int = 60
+    depth: int = 20
+    weights: tuple[float, float] = (1.0, 1.0)
+    stopwords: frozenset[str] = frozenset()
+    min_token_len: int = 1
+    bm25_floor: float = 0.0
+
+
+@dataclass
+class PassageIndex:
+    """Passages with their (n, 384) unit embeddings and a lazily built BM25 index."""
+
+    passages: list[Passage]
+    vectors: np.ndarray
+    config: HybridConfig = field(default_factory=HybridConfig)
+
+    def __post_init__(self):
+        if len(self.passages) != len(self.vectors):
+            raise ValueError(f"{len(self.passages)} passages but {len(self.vectors)} vectors")
+        self.dense = DenseIndex(self.vectors)
+        self._bm25: BM25Index | None = None
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, config: HybridConfig = HybridConfig()) -> "PassageIndex":
+        """Chunk ``folder`` (see `rag.chunk.chunk_folder`) and embed every passage."""
+        from rag.embed import get_embedder
+
+        passages = chunk_folder(folder)
+        return cls(passages, get_embedder().embed([p.text for p in passages]), config)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The BM25 tokenizer of this index's config."""
+        return word_tokens(text, self.config.stopwords, self.config.min_token_len)
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index([p.text for p in self.passages], self.tokenize)
+        return self._bm25
+
+    def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
+        """Passages by cosine with the (384,) unit query vector, best first."""
+        return rank(self.dense.get_scores(query_vector), depth)
+
+    def bm25_ranking(self, query: str, depth: int | None = None) -> Ranking:
+        """Passages by BM25 score, best first, keeping only scores above ``bm25_floor``."""
+        return [(i, s) for i, s in self.bm25.top_k(query, depth or len(self.passages))
+                if s > self.config.bm25_floor]
+
+    def search(self, query: str, k: int = 3, mode: str = "dense",
+               query_vector: np.ndarray | None = None) -> list[tuple[str, float]]:
+        """Top-``k`` passages as ``(passage_id, score)``, best first.
+
+        score: cosine for ``dense``, BM25 for ``bm25``, RRF score for ``hybrid``.
+        ``query_vector`` skips embedding when the caller already has it.
+        Raises ValueError for an unknown mode or ``k < 1``.
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        ranking = self.ranking(query, mode, query_vector)[:k]
+        return [(self.passages[i].id, s) for i, s in ranking]
+
+    def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None) -> Ranking:
+        """The full ranking of one mode (hybrid: RRF over each list's top ``depth``)."""
+        if mode != "bm25" and query_vector is None:
+            from rag.embed import get_embedder
+
+            query_vector = get_embedder().embed_one(query)
+        if mode == "dense":
+            return self.dense_ranking(query_vector)
+        if mode == "bm25":
+            return self.bm25_ranking(query)
+        c = self.config
+        return rrf_fuse([self.dense_ranking(query_vector, c.depth), self.bm25_ranking(query, c.depth)],
+                        k=c.rrf_k, weights=c.weights)
+
+
+def doc_ranking(passages: Sequence[Passage], ranking: Ranking) -> list[tuple[str, float]]:
+    """Collapse a passage ranking to documents: each doc once, at its best passage's rank and score."""
+    seen: dict[str, float] = {}
+    for i, s in ranking:
+        seen.setdefault(passages[i].doc, s)
+    return list(seen.items())
+
+
+@functools.lru_cache(maxsize=1)
+def default_index() -> PassageIndex:
+    """The clinic KB (``fixtures/voice/kb``), chunked and embedded once per process."""
+    return PassageIndex.from_folder(DEFAULT_KB)
+
+
+def search(query: str, k: int = 3) -> list[tuple[str, float]]:
+    """Dense top-``k`` over the default index: ``[(passage_id, cosine)]``, cosine descending."""
+    return default_index().search(query, k, "dense")
