@@ -1,0 +1,126 @@
+"""Answer one query: retrieve, gate on tau, ask the LLM within a schema, verify, fall back.
+
+Statuses of what is said: ``llm`` (a verified model answer), ``extractive`` (a sentence of a
+retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or nothing safe to say).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from rag.llm import LLMReply, answer_schema, ask, build_messages
+from rag.search import PassageIndex
+from rag.verify import DEFAULT_VERIFY, VerifyRules, slot_values, slots_conflict, split_sentences, verify
+
+STATUSES = ("llm", "extractive", "refused")
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """Answer-step settings (params.yaml ``answer`` and ``llm``)."""
+
+    k: int = 3
+    mode: str = "dense"             # retrieval mode
+    tau: float = 0.0                # refuse when the top-1 cosine is below it
+    refusal: str = "I'm not sure about that. Let me connect you to the front desk."
+    answer_mode: str = "free"       # free: the model writes; choose: it picks a retrieved sentence
+    max_len: int = 160              # characters of a free answer (maxLength in the schema)
+    max_tokens: int = 128
+    timeout_s: float = 30.0
+    temperature: float = 0.0
+    seed: int = 0
+    model: str | None = None
+
+
+def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
+    """Top-k passages (as indices) in the configured mode and the retrieved doc names, no duplicates."""
+    ranking = index.ranking(query, settings.mode, vector)[:settings.k]
+    passages = [index.passages[i] for i, _ in ranking]
+    return passages, list(dict.fromkeys(p.doc for p in passages))
+
+
+def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: AnswerSettings,
+            kb: Mapping[str, str]) -> LLMReply:
+    """One schema-bound LLM call over the retrieved passages (see `rag.llm.ask`)."""
+    enum = None
+    if settings.answer_mode == "choose":
+        enum = list(dict.fromkeys(s for d in docs for s in split_sentences(kb[d])))
+    elif settings.answer_mode != "free":
+        raise ValueError(f"unknown answer mode {settings.answer_mode!r}; expected free or choose")
+    schema = answer_schema(docs, settings.max_len, enum)
+    return ask(url, build_messages(query, [(p.doc, p.text) for p in passages]), schema,
+               max_tokens=settings.max_tokens, timeout_s=settings.timeout_s,
+               temperature=settings.temperature, seed=settings.seed, model=settings.model)
+
+
+def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[str, str],
+               rules: VerifyRules = DEFAULT_VERIFY) -> tuple[str, str] | None:
+    """The retrieved sentence to read out instead of a failed answer, as ``(sentence, doc)``.
+
+    Candidates are the sentences of the retrieved docs. Sentences whose slots (day, service)
+    contradict the query are dropped; among the rest, those naming the query's slot values come
+    first, then the highest cosine with the query. None if every candidate contradicts the query.
+    """
+    from rag.embed import get_embedder
+
+    cands = [(s, d) for d in docs for s in split_sentences(kb[d]) if not slots_conflict(query, s, rules)]
+    if not cands:
+        return None
+    wanted = slot_values(query, rules)
+    named = [sum(len(v & slot_values(s, rules).get(k, set())) for k, v in wanted.items()) for s, _ in cands]
+    cos = get_embedder().embed([s for s, _ in cands]) @ vector
+    best = min(range(len(cands)), key=lambda i: (-named[i], -float(cos[i]), i))
+    return cands[best]
+
+
+def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
+           rules: VerifyRules = DEFAULT_VERIFY) -> dict:
+    """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
+
+    A gated row says the refusal; an LLM answer that passes `rag.verify.verify` is said as is;
+    anything else is replaced by `extractive` (or the refusal if no sentence is safe). ``reason``
+    records why (the LLM error code or the verifier's reason).
+    """
+    if row["gated"]:
+        return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
+                "reason": "below_tau"}
+    if row["error"]:
+        reason = f"llm_{row['error']}"
+    else:
+        ok, reason = verify(row["answer"], row["source"], row["retrieved"], kb, row["query"], rules)
+        if ok:
+            return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
+                    "reason": "verified"}
+    fallback = extractive(row["query"], vector, row["retrieved"], kb, rules)
+    if fallback is None:
+        return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
+                "reason": f"{reason}; no sentence agrees with the query"}
+    return {"id": row["id"], "say": fallback[0], "source": fallback[1], "status": "extractive", "reason": reason}
+
+
+def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,
+               settings: AnswerSettings, kb: Mapping[str, str], url: str | None) -> dict:
+    """Retrieve, gate and (if not gated) ask the LLM for one query; the answers.jsonl row.
+
+    score: the abstention signal compared with tau. url None means no server could be started:
+    the row carries error "unreachable".
+    """
+    passages, docs = retrieve(index, query, vector, settings)
+    row = {"id": qid, "query": query, "retrieved": docs, "score": round(score, 6),
+           "gated": score < settings.tau, "answer": None, "source": None, "error": None,
+           "detail": "", "first_token_ms": None, "total_ms": None, "timings": None}
+    if row["gated"]:
+        return row
+    if url is None:
+        row.update(error="unreachable", detail="no LLM server")
+        return row
+    reply = ask_llm(url, query, passages, docs, settings, kb)
+    row.update(answer=reply.answer, source=reply.source, error=reply.error, detail=reply.detail,
+               first_token_ms=_ms(reply.first_token_ms), total_ms=_ms(reply.total_ms), timings=reply.timings)
+    return row
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)

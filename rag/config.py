@@ -1,0 +1,45 @@
+"""Build the library's settings objects from a params mapping (the shape of params.yaml).
+
+Pure: takes a dict, never reads a file. Used by the DVC stages and the CLI alike.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from rag.answer import AnswerSettings
+from rag.rewrite import RewriteRules
+from rag.search import HybridConfig
+from rag.verify import VerifyRules
+
+
+def rewrite_rules(p: Mapping) -> RewriteRules:
+    """``p["rewrite"]``: fillers, units, tens, openers, weekdays."""
+    r = p["rewrite"]
+    return RewriteRules(fillers=tuple(r["fillers"]), units=dict(r["units"]), tens=dict(r["tens"]),
+                        openers=tuple(r["openers"]), weekdays=tuple(r["weekdays"]))
+
+
+def hybrid_config(p: Mapping) -> HybridConfig:
+    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor."""
+    r = p["retrieval"]
+    return HybridConfig(rrf_k=int(r["rrf_k"]), depth=int(r["depth"]),
+                        weights=(float(r["weight_dense"]), float(r["weight_bm25"])),
+                        stopwords=frozenset(r["stopwords"] or ()) if r["use_stopwords"] else frozenset(),
+                        min_token_len=int(r["min_token_len"]), bm25_floor=float(r["bm25_floor"]))
+
+
+def verify_rules(p: Mapping) -> VerifyRules:
+    """``p["verify"]``: slots, groups, negations."""
+    v = p["verify"]
+    return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
+                       negations=tuple(v["negations"]))
+
+
+def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
+    """``p["answer"]``, ``p["llm"]`` and ``p["retrieval"]["mode"]``, with the fitted ``tau``."""
+    a, llm = p["answer"], p["llm"]
+    return AnswerSettings(k=int(p["retrieval"]["k"]), mode=p["retrieval"]["mode"], tau=float(tau),
+                          refusal=a["refusal"], answer_mode=a["mode"], max_len=int(a["max_len"]),
+                          max_tokens=int(llm["max_tokens"]), timeout_s=float(llm["timeout_s"]),
+                          temperature=float(llm["temperature"]), seed=int(llm["seed"]),
+                          model=llm.get("model") or None)

@@ -1,0 +1,120 @@
+"""The voice chain as steps: evaluate -> threshold -> answer -> final.
+
+The DVC stages call one step each (with files in between); `run_chain` calls them all in memory
+for the CLI, on any KB folder and queries file. ``p`` is a params mapping shaped like params.yaml.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from rag import config
+from rag.answer import answer_row, decide
+from rag.chunk import load_kb
+from rag.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
+from rag.gate import choose_tau
+from rag.queries import load_queries, raw_queries, rewrite_queries
+from rag.scoring import final_metrics
+from rag.search import PassageIndex
+
+
+def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
+                  ks: Sequence[int] = (1, 3, 5, 10)) -> tuple[list[dict], dict]:
+    """Search with the raw and the rewritten transcript in ``retrieval.mode``.
+
+    Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, score}``, metrics
+    ``{"raw": {...}, "rewritten": {...}}``); ``score`` is the rewritten query's top-1 cosine.
+    """
+    mode = p["retrieval"]["mode"]
+    forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, config.rewrite_rules(p))}
+    rows = {q["id"]: {"id": q["id"], "answerable": q["answerable"], "query": forms["rewritten"][q["id"]]}
+            for q in queries}
+    metrics = {"mode": mode}
+    for form, texts in forms.items():
+        vectors = embed_texts(texts)
+        runs = doc_runs(index, texts, mode, vectors)
+        metrics[form] = retrieval_metrics(queries, runs, ks)
+        prefix = "raw_" if form == "raw" else ""
+        for qid, cos in top1_cosine(index, vectors).items():
+            rows[qid][prefix + "top"] = [d for d, _ in runs[qid][:3]]
+            rows[qid][prefix + "score"] = round(cos, 6)
+    return list(rows.values()), metrics
+
+
+def step_threshold(per_query: Sequence[dict], p: Mapping) -> dict:
+    """Fit tau on the rewritten queries' top-1 cosine (see `rag.gate.choose_tau`)."""
+    return choose_tau({r["id"]: r["score"] for r in per_query},
+                      {r["id"]: r["answerable"] for r in per_query}, p["threshold"]["policy"])
+
+
+@contextlib.contextmanager
+def llm_url(p: Mapping):
+    """Yield the LLM base URL: ``llm.url`` if set, else a local llama.cpp server started here and
+    stopped (by PID) on exit, errors included. Yields None when the local server fails to start,
+    so the answer step falls back instead of crashing."""
+    if p["llm"]["url"]:
+        yield p["llm"]["url"]
+        return
+    from rag.llm_server import LocalServer
+
+    server = LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(p["llm"]["threads"]))
+    try:
+        server.start()
+    except (RuntimeError, FileNotFoundError):
+        yield None
+        return
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
+                tau: float, url: str | None) -> list[dict]:
+    """answers.jsonl rows for every query (see `rag.answer.answer_row`)."""
+    settings = config.answer_settings(p, tau)
+    rewritten = rewrite_queries(queries, config.rewrite_rules(p))
+    vectors = embed_texts(rewritten)
+    scores = top1_cosine(index, vectors)
+    return [answer_row(qid, rewritten[qid], index, vectors[qid], scores[qid], settings, kb, url)
+            for qid in rewritten]
+
+
+def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
+               tau: float) -> tuple[list[dict], dict]:
+    """Verify or replace every answer; returns (final.jsonl rows, final metrics)."""
+    settings, rules = config.answer_settings(p, tau), config.verify_rules(p)
+    vectors = embed_texts({a["id"]: a["query"] for a in answers})
+    rows = [decide(a, kb, vectors[a["id"]], settings, rules) for a in answers]
+    return rows, final_metrics(queries, rows, kb)
+
+
+def latency_metrics(answers: Sequence[dict]) -> dict:
+    """p50/p95 (ms) of first-token and total LLM latency over the queries that called the model."""
+    out = {}
+    for key in ("first_token_ms", "total_ms"):
+        xs = [a[key] for a in answers if a.get(key) is not None]
+        out[key] = {"n": len(xs), "p50": round(float(np.percentile(xs, 50)), 1) if xs else 0.0,
+                    "p95": round(float(np.percentile(xs, 95)), 1) if xs else 0.0}
+    return out
+
+
+def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> dict:
+    """evaluate -> threshold -> answer -> final on any KB folder and queries file; all metrics.
+
+    Raises rag.io.InputError for bad inputs and rag.gate.ThresholdError when no tau separates
+    the questions, before any LLM call.
+    """
+    queries = load_queries(queries_path)
+    index = PassageIndex.from_folder(kb_folder, config.hybrid_config(p))
+    kb = load_kb(kb_folder)
+    per_query, retrieval = step_evaluate(index, queries, p)
+    tau = step_threshold(per_query, p)
+    with llm_url(p) as url:
+        answers = step_answer(index, queries, kb, p, tau["tau"], url)
+    final_rows, final = step_final(answers, queries, kb, p, tau["tau"])
+    return {"retrieval": retrieval, "threshold": tau, "final": final, "latency": latency_metrics(answers),
+            "answers": final_rows}

@@ -1,0 +1,58 @@
+"""Voice-track queries: loading with checks, and rewriting follow-ups in order."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rag.io import InputError, read_jsonl
+from rag.rewrite import DEFAULT_RULES, RewriteRules, rewrite
+
+FIELDS = ("id", "asr", "context", "relevant", "answerable", "facts")
+
+
+def load_queries(path: str | Path) -> list[dict]:
+    """Read a queries.jsonl (fields: id, asr, context, relevant, answerable, facts; ``spoken`` optional).
+
+    Raises InputError naming ``path:line`` for a missing field, a wrong type, a duplicate id, or a
+    context that is not the id of an EARLIER query.
+    """
+    rows = read_jsonl(path, required=FIELDS)
+    seen: set[str] = set()
+    line_of = _line_numbers(path)
+    for row, line in zip(rows, line_of):
+        where = f"{path}:{line} (query {row.get('id')!r})"
+        if not isinstance(row["id"], str) or not row["id"]:
+            raise InputError(f"{where}: id must be a non-empty string")
+        if row["id"] in seen:
+            raise InputError(f"{where}: duplicate id")
+        if not isinstance(row["asr"], str):
+            raise InputError(f"{where}: asr must be a string")
+        if row["context"] is not None and row["context"] not in seen:
+            raise InputError(f"{where}: context {row['context']!r} is not an earlier query id")
+        if not isinstance(row["answerable"], bool):
+            raise InputError(f"{where}: answerable must be true or false")
+        for key in ("relevant", "facts"):
+            if not isinstance(row[key], list) or not all(isinstance(x, str) for x in row[key]):
+                raise InputError(f"{where}: {key} must be a list of strings")
+        if row["answerable"] and not row["relevant"]:
+            raise InputError(f"{where}: an answerable query needs at least one relevant document")
+        seen.add(row["id"])
+    return rows
+
+
+def _line_numbers(path: str | Path) -> list[int]:
+    with open(path, encoding="utf-8") as f:
+        return [n for n, line in enumerate(f, 1) if line.strip()]
+
+
+def rewrite_queries(queries: list[dict], rules: RewriteRules = DEFAULT_RULES) -> dict[str, str]:
+    """``{query_id: rewritten query}``; a follow-up is resolved against its context's REWRITTEN
+    query, so chains of follow-ups carry the first question along."""
+    out: dict[str, str] = {}
+    for q in queries:
+        out[q["id"]] = rewrite(q["asr"], out.get(q["context"]) if q["context"] else None, rules)
+    return out
+
+
+def raw_queries(queries: list[dict]) -> dict[str, str]:
+    """``{query_id: asr text}``: the recogniser output as is."""
+    return {q["id"]: q["asr"] for q in queries}

@@ -1,0 +1,58 @@
+"""Answer key for what was said: factual accuracy, refusals, unsupported and grounded-but-wrong sentences."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping, Sequence
+
+from rag.answer import STATUSES
+from rag.verify import answer_claims, number_facts
+from rag.rewrite import DEFAULT_RULES
+
+
+def has_facts(say: str, facts: Sequence[str]) -> bool:
+    """True if ``say`` contains every fact string, case-insensitive (an empty list is never a hit)."""
+    return bool(facts) and all(f.lower() in say.lower() for f in facts)
+
+
+def unsupported(row: dict, kb: Mapping[str, str]) -> bool:
+    """A said (llm/extractive) sentence with a number or time absent from its cited document."""
+    if row["status"] == "refused":
+        return False
+    doc = kb.get(row["source"])
+    return doc is None or not answer_claims(row["say"], DEFAULT_RULES) <= number_facts(doc)
+
+
+def _ratio(num: int, den: int) -> float:
+    return round(num / den, 6) if den else 0.0
+
+
+def final_metrics(queries: Sequence[dict], final_rows: Sequence[dict], kb: Mapping[str, str]) -> dict:
+    """Metrics of the final answers (ratios are 0.0, never NaN, when the denominator is 0).
+
+    - status counts (llm / extractive / refused) and ``reasons``: count of each fallback reason;
+    - factual_accuracy: answerable questions whose ``say`` contains every ``facts`` string;
+    - refusal_accuracy (= refusal_recall): unanswerable questions that were refused;
+    - refusal_precision: refused questions that were unanswerable;
+    - answerable_refused: answerable questions refused;
+    - unsupported_said: said sentences with a number or time not in the cited document;
+    - grounded_wrong_said: said sentences (llm or extractive) of answerable questions missing a fact.
+    """
+    by_id = {r["id"]: r for r in final_rows}
+    rows = [(q, by_id[q["id"]]) for q in queries]
+    said = [(q, r) for q, r in rows if r["status"] != "refused"]
+    answerable = [(q, r) for q, r in rows if q["answerable"]]
+    unanswerable = [(q, r) for q, r in rows if not q["answerable"]]
+    refused = [(q, r) for q, r in rows if r["status"] == "refused"]
+    counts = Counter(r["status"] for _, r in rows)
+    return {
+        "n_queries": len(rows),
+        **{f"n_{s}": counts.get(s, 0) for s in STATUSES},
+        "reasons": dict(sorted(Counter(r["reason"] for _, r in rows if r["status"] != "llm").items())),
+        "factual_accuracy": _ratio(sum(has_facts(r["say"], q["facts"]) for q, r in answerable), len(answerable)),
+        "refusal_accuracy": _ratio(sum(r["status"] == "refused" for _, r in unanswerable), len(unanswerable)),
+        "refusal_precision": _ratio(sum(not q["answerable"] for q, _ in refused), len(refused)),
+        "refusal_recall": _ratio(sum(r["status"] == "refused" for _, r in unanswerable), len(unanswerable)),
+        "answerable_refused": sum(r["status"] == "refused" for _, r in answerable),
+        "unsupported_said": sum(unsupported(r, kb) for _, r in said),
+        "grounded_wrong_said": sum(q["answerable"] and not has_facts(r["say"], q["facts"]) for q, r in said),
+    }

@@ -1,0 +1,187 @@
+"""Decide whether an answer may be said, and pick an extractive sentence when it may not.
+
+An answer passes only if ALL hold (the failure reason names the first that does not):
+- it is non-empty, cites a document (not "none") that was retrieved and exists;
+- every number and time in it appears in ONE sentence of the cited document (times compared
+  after normalisation: "8:30 a.m." = "8.30am" = "half past eight in the morning" -> 08:30);
+- slot agreement: a day or service named by the query is not contradicted by that sentence
+  (a Saturday question supported by the weekday sentence fails); the slots are a table (`VerifyRules`);
+- polarity: the sentence and the answer agree on negation ("We do not accept personal checks"
+  cannot support "We accept personal checks", nor "Yes").
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from rag.rewrite import DEFAULT_RULES, RewriteRules, normalise
+
+REASONS = ("ok", "empty_answer", "source_none", "source_not_retrieved", "source_unknown",
+           "number_not_in_source", "numbers_split_across_sentences", "no_supporting_sentence",
+           "wrong_day", "wrong_service", "polarity")
+
+# The seed split on (?<=[.!?])\s+; requiring a capital or digit next keeps "9 a.m. to 1 p.m." whole.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'$])")
+_CLOCK = re.compile(r"\b(\d{1,2})[:.](\d{2})(?!\d)")
+_MERIDIEM = re.compile(r"(?:(?<=\d)|\b)([ap])\.?\s?m\b\.?", re.IGNORECASE)
+_TOKEN_TIME = re.compile(r"\b(\d+)(?:h(\d\d))?(?: (am|pm))?\b")
+_HALF_PAST = re.compile(r"\b(half|quarter) past (\d{1,2})\b")
+
+
+@dataclass(frozen=True)
+class VerifyRules:
+    """Data behind the checks (params.yaml ``verify``).
+
+    slots: slot name -> {canonical value: [terms]}; a term may span words and matches word
+    prefixes of plurals ("flu shot" matches "flu shots"). groups: a value that covers others
+    ("weekday" covers monday..friday), so a Monday question agrees with a weekday sentence.
+    negations: words that make a sentence or answer negative.
+    """
+
+    slots: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=lambda: {
+        "day": {d: [d] for d in ("monday", "tuesday", "wednesday", "thursday", "friday",
+                                 "saturday", "sunday", "weekday", "weekend", "holiday")},
+    })
+    groups: Mapping[str, Sequence[str]] = field(default_factory=lambda: {
+        "weekday": ["monday", "tuesday", "wednesday", "thursday", "friday"],
+        "weekend": ["saturday", "sunday"],
+    })
+    negations: Sequence[str] = ("not", "no", "never", "closed", "cannot", "cant", "dont", "doesnt",
+                                "wont", "isnt", "arent", "unavailable")
+
+
+DEFAULT_VERIFY = VerifyRules()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a document: headings dropped, whitespace folded, split after . ! or ? when a capital, digit or quote follows."""
+    body = " ".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return [s for s in _SENTENCE_END.split(" ".join(body.split())) if s]
+
+
+def _times(text: str, rewrite_rules: RewriteRules) -> list[tuple[int, str | None, str | None]]:
+    """(number, minutes or None, "am"/"pm" or None) for every number or time in ``text``,
+    number words included ("three" -> 3, "half past eight" -> 8, "30")."""
+    t = _MERIDIEM.sub(lambda m: f" {m.group(1).lower()}m ", text)
+    t = _CLOCK.sub(lambda m: f" {m.group(1)}h{m.group(2)} ", t)
+    words = " ".join(normalise(t, rewrite_rules))
+    words = _HALF_PAST.sub(lambda m: f"{m.group(2)}h{'30' if m.group(1) == 'half' else '15'}", words)
+    return [(int(m.group(1)), m.group(2), m.group(3)) for m in _TOKEN_TIME.finditer(words)]
+
+
+def number_facts(text: str, rewrite_rules: RewriteRules = DEFAULT_RULES) -> set[str]:
+    """Every normalised form of the numbers and times in ``text`` (what a sentence supports).
+
+    "9 a.m." gives "09:00", "9:00" and "9"; "8:30 p.m." gives "20:30" and "8:30"; "$30" gives "30";
+    "three business days" gives "3"; "half past eight" gives "8:30".
+    """
+    facts: set[str] = set()
+    for h, mm, ap in _times(text, rewrite_rules):
+        if mm is not None or ap:
+            mins = mm or "00"
+            facts.add(f"{h}:{mins}")
+            if ap and 1 <= h <= 12:
+                facts.add(f"{h % 12 + (12 if ap == 'pm' else 0):02d}:{mins}")
+            if mins == "00":
+                facts.add(str(h))
+        else:
+            facts.add(str(h))
+    return facts
+
+
+def answer_claims(answer: str, rewrite_rules: RewriteRules) -> set[str]:
+    """What an answer asserts: the most specific form of each number or time
+    ("9 a.m." claims "09:00"; "8:30" claims "8:30"; "24 hours" claims "24")."""
+    claims = set()
+    for h, mm, ap in _times(answer, rewrite_rules):
+        if ap and 1 <= h <= 12:
+            claims.add(f"{h % 12 + (12 if ap == 'pm' else 0):02d}:{mm or '00'}")
+        else:
+            claims.add(f"{h}:{mm}" if mm is not None else str(h))
+    return claims
+
+
+def _stem_words(text: str) -> list[str]:
+    return [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in normalise(text)]
+
+
+def slot_values(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> dict[str, set[str]]:
+    """Slot values a text names, e.g. ``{"day": {"saturday"}}`` for "open on saturdays?"."""
+    words = _stem_words(text)
+    found: dict[str, set[str]] = {}
+    for slot, values in rules.slots.items():
+        for value, terms in values.items():
+            for term in terms:
+                t = _stem_words(term)
+                if any(words[i:i + len(t)] == t for i in range(len(words) - len(t) + 1)):
+                    found.setdefault(slot, set()).add(value)
+    return found
+
+
+def _expand(values: set[str], rules: VerifyRules) -> set[str]:
+    out = set(values)
+    for v in values:
+        out.update(rules.groups.get(v, ()))
+        out.update(g for g, members in rules.groups.items() if v in members)
+    return out
+
+
+def slots_conflict(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> str | None:
+    """Name of the first slot where the sentence names values and none agree with the query's."""
+    q, s = slot_values(query, rules), slot_values(sentence, rules)
+    for slot, qv in q.items():
+        if slot in s and not (_expand(qv, rules) & s[slot]):
+            return slot
+    return None
+
+
+def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
+    """True if the text contains a negation word of ``rules.negations`` (apostrophes ignored)."""
+    return bool(set(normalise(text)) & set(rules.negations))
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _stem_words(text) if len(w) > 2}
+
+
+def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, str],
+           query: str | None = None, rules: VerifyRules = DEFAULT_VERIFY,
+           rewrite_rules: RewriteRules = DEFAULT_RULES) -> tuple[bool, str]:
+    """Check an LLM answer against the document it cites. Returns ``(ok, reason)``.
+
+    answer: the sentence to be said; source: the cited doc name; retrieved: doc names given to
+    the model; kb: ``{doc name: full text}``; query: the (rewritten) query, needed for the slot
+    and yes/no checks. reason is "ok" or one of `REASONS`.
+    """
+    if not answer or not answer.strip():
+        return False, "empty_answer"
+    if source == "none":
+        return False, "source_none"
+    if source not in retrieved:
+        return False, "source_not_retrieved"
+    if source not in kb:
+        return False, "source_unknown"
+    sentences = split_sentences(kb[source])
+    claims = answer_claims(answer, rewrite_rules)
+    if not claims <= number_facts(kb[source], rewrite_rules):
+        return False, "number_not_in_source"
+    candidates = [s for s in sentences if claims <= number_facts(s, rewrite_rules)]
+    if not candidates:
+        return False, "numbers_split_across_sentences"
+    words = _content(answer) | _content(query or "")
+    support = max(candidates, key=lambda s: len(words & _content(s)))
+    if not claims and not (_content(answer) & _content(support)) and not _is_yes_no(answer):
+        return False, "no_supporting_sentence"
+    if query is not None:
+        slot = slots_conflict(query, support, rules)
+        if slot:
+            return False, f"wrong_{slot}"
+    if is_negative(support, rules) != is_negative(answer, rules):
+        return False, "polarity"
+    return True, "ok"
+
+
+def _is_yes_no(answer: str) -> bool:
+    words = normalise(answer)
+    return bool(words) and words[0] in ("yes", "no")

@@ -1,0 +1,21 @@
+"""Stage answer: gate on tau, ask the LLM within the schema -> answers.jsonl, latency.json."""
+import json
+
+from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
+from rag.chunk import load_kb
+from rag.io import write_json, write_jsonl
+from rag.pipeline import latency_metrics, llm_url, step_answer
+from rag.queries import load_queries
+
+
+def run():
+    p = params()
+    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
+    queries = load_queries(ROOT / p["voice"]["queries"])
+    with llm_url(p) as url:
+        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"]), p, tau, url)
+    write_jsonl(VOICE_DATA / "answers.jsonl", answers)
+    write_json(VOICE_METRICS / "latency.json", latency_metrics(answers))
+
+
+main(run)

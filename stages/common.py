@@ -1,0 +1,44 @@
+"""What every stage shares: reading params.yaml and the voice-track inputs."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+VOICE_DATA = ROOT / "data" / "voice"
+VOICE_METRICS = ROOT / "metrics" / "voice"
+
+
+def params() -> dict:
+    with open(ROOT / "params.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def voice_index(p: dict):
+    """The clinic passages of chunks.jsonl with their embed.npy rows."""
+    import numpy as np
+
+    from rag import config
+    from rag.chunk import Passage
+    from rag.io import read_jsonl
+    from rag.search import PassageIndex
+
+    passages = [Passage(r["id"], r["doc"], r["text"])
+                for r in read_jsonl(VOICE_DATA / "chunks.jsonl", required=("id", "doc", "text"))]
+    return PassageIndex(passages, np.load(VOICE_DATA / "embed.npy"), config.hybrid_config(p))
+
+
+def main(fn) -> None:
+    """Run a stage; an input error prints one line naming the file/line and exits 1."""
+    from rag.gate import ThresholdError
+    from rag.io import InputError
+
+    try:
+        fn()
+    except (InputError, ThresholdError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

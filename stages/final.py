@@ -1,0 +1,21 @@
+"""Stage final: verify each answer, fall back to an extractive sentence -> final.jsonl, final.json."""
+import json
+
+from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params
+from rag.chunk import load_kb
+from rag.io import read_jsonl, write_json, write_jsonl
+from rag.pipeline import step_final
+from rag.queries import load_queries
+
+
+def run():
+    p = params()
+    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
+    answers = read_jsonl(VOICE_DATA / "answers.jsonl", required=("id", "query", "gated", "error"))
+    rows, metrics = step_final(answers, load_queries(ROOT / p["voice"]["queries"]),
+                               load_kb(ROOT / p["voice"]["kb"]), p, tau)
+    write_jsonl(VOICE_DATA / "final.jsonl", rows)
+    write_json(VOICE_METRICS / "final.json", metrics)
+
+
+main(run)
