@@ -61,16 +61,17 @@ class DenseIndex:
 class BM25Index:
     """Okapi BM25 (Robertson & Zaragoza 2009) via ``rank_bm25.BM25Okapi``, with a pluggable tokenizer.
 
+    ``k1`` (term-frequency saturation) and ``b`` (length normalisation) default to rank_bm25's 1.5 / 0.75.
     Raises ValueError for an empty passage list.
     """
 
-    def __init__(self, passages: Sequence[str], tokenize: Tokenizer = word_tokens):
+    def __init__(self, passages: Sequence[str], tokenize: Tokenizer = word_tokens, k1: float = 1.5, b: float = 0.75):
         if not passages:
             raise ValueError("BM25Index needs at least one passage")
         self.tokenize = tokenize
         docs = [tokenize(p) for p in passages]
         # rank_bm25 divides by the mean length: keep a placeholder token for empty passages.
-        self._bm25 = BM25Okapi([d or ["\x00"] for d in docs])
+        self._bm25 = BM25Okapi([d or ["\x00"] for d in docs], k1=k1, b=b)
         self.vocabulary = frozenset(t for d in docs for t in d)
 
     def get_scores(self, query: str) -> np.ndarray:
