@@ -47,7 +47,8 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
 def step_threshold(per_query: Sequence[dict], p: Mapping) -> dict:
     """Fit tau on the rewritten queries' top-1 cosine (see `rag.gate.choose_tau`)."""
     return choose_tau({r["id"]: r["score"] for r in per_query},
-                      {r["id"]: r["answerable"] for r in per_query}, p["threshold"]["policy"])
+                      {r["id"]: r["answerable"] for r in per_query}, p["threshold"]["policy"],
+                      float(p["threshold"]["epsilon"]))
 
 
 @contextlib.contextmanager

@@ -170,7 +170,9 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
     if not candidates:
         return False, "numbers_split_across_sentences"
     words = _content(answer) | _content(query or "")
-    support = max(candidates, key=lambda s: len(words & _content(s)))
+    # The supporting sentence: one that agrees with the query's slots first, then the most shared words.
+    support = max(candidates, key=lambda s: (query is None or slots_conflict(query, s, rules) is None,
+                                             len(words & _content(s))))
     if not claims and not (_content(answer) & _content(support)) and not _is_yes_no(answer):
         return False, "no_supporting_sentence"
     if query is not None:

@@ -1,0 +1,55 @@
+"""A tiny local HTTP stand-in for llama.cpp's /v1/chat/completions, for malformed-output cases."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Stub:
+    """Serves one canned behaviour on 127.0.0.1:<free port>: ``content`` streamed in pieces,
+    ``finish_reason``, an HTTP ``status``, or a ``delay_s`` before answering."""
+
+    def __init__(self, content: str = "", finish_reason: str = "stop", status: int = 200, delay_s: float = 0.0):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                stub.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                time.sleep(stub.delay_s)
+                if stub.status != 200:
+                    self.send_response(stub.status)
+                    self.end_headers()
+                    self.wfile.write(b'{"error": "boom"}')
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                pieces = [stub.content[i:i + 4] for i in range(0, len(stub.content), 4)]
+                for p in pieces:
+                    self._event({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": stub.finish_reason}],
+                             "timings": {"predicted_n": len(pieces)}})
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _event(self, obj):
+                self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+                self.wfile.flush()
+
+        self.content, self.finish_reason, self.status, self.delay_s = content, finish_reason, status, delay_s
+        self.requests: list[dict] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

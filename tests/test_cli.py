@@ -1,0 +1,75 @@
+"""The CLI runs the whole chain on any KB folder and queries file; bad input names file and line."""
+import json
+
+import pytest
+
+from llm_stub import Stub
+from rag.__main__ import main
+from rag.gate import ThresholdError, choose_tau
+from rag.io import InputError
+from rag.queries import load_queries
+
+ROWS = [
+    {"id": "a1", "asr": "UM HOW LONG DOES A PRESCRIPTION REFILL TAKE", "context": None,
+     "relevant": ["kb-refills"], "answerable": True, "facts": ["3 business days"]},
+    {"id": "a2", "asr": "OH HI WHAT TIME DO YOU OPEN ON SATURDAY", "context": None,
+     "relevant": ["kb-hours"], "answerable": True, "facts": ["9 a.m."]},
+    {"id": "a3", "asr": "OKAY AND WHAT ABOUT SUNDAY", "context": "a2",
+     "relevant": ["kb-hours"], "answerable": True, "facts": ["closed"]},
+    {"id": "u1", "asr": "WHO WON THE FOOTBALL GAME LAST NIGHT", "context": None,
+     "relevant": [], "answerable": False, "facts": []},
+]
+
+
+def write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_cli_runs_on_a_new_kb(small_kb, tmp_path, capsys):
+    queries = write(tmp_path / "q.jsonl", ROWS)
+    with Stub(json.dumps({"answer": "Refills take 10 business days.", "source": "kb-refills"})) as stub:
+        assert main(["run", str(small_kb), str(queries), "--llm-url", stub.url, "--answers"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    final = out["final"]
+    assert final["n_queries"] == 4 and final["unsupported_said"] == 0
+    said = {a["id"]: a for a in out["answers"]}
+    assert said["u1"]["status"] == "refused"
+    assert said["a1"]["status"] == "extractive" and said["a1"]["reason"] == "number_not_in_source"
+    assert "3 business days" in said["a1"]["say"]
+    assert said["a3"]["say"] == "We are closed on Sunday."
+    assert out["retrieval"]["rewritten"]["recall@1"] == 1.0
+
+
+def test_missing_field_names_file_and_line(small_kb, tmp_path, capsys):
+    rows = [dict(r) for r in ROWS]
+    del rows[2]["facts"]
+    queries = write(tmp_path / "q.jsonl", rows)
+    assert main(["run", str(small_kb), str(queries)]) == 2
+    assert f"{queries}:3: missing field(s) facts" in capsys.readouterr().err
+
+
+def test_query_errors(tmp_path):
+    bad = [dict(ROWS[0]), dict(ROWS[2], context="zz")]
+    with pytest.raises(InputError, match=r"q.jsonl:2 \(query 'a3'\): context 'zz'"):
+        load_queries(write(tmp_path / "q.jsonl", bad))
+    (tmp_path / "q2.jsonl").write_text('{"id": "a1"\n')
+    with pytest.raises(InputError, match="q2.jsonl:1: invalid JSON"):
+        load_queries(tmp_path / "q2.jsonl")
+
+
+def test_empty_kb_folder(tmp_path, capsys):
+    (tmp_path / "kb").mkdir()
+    queries = write(tmp_path / "q.jsonl", ROWS)
+    assert main(["run", str(tmp_path / "kb"), str(queries)]) == 2
+    assert "no .md files" in capsys.readouterr().err
+
+
+def test_threshold_policies():
+    scores = {"a": 0.7, "b": 0.2, "u": 0.4}
+    labels = {"a": True, "b": True, "u": False}
+    with pytest.raises(ThresholdError, match=r"answerable \['b'\].*unanswerable \['u'\]"):
+        choose_tau(scores, labels, "midpoint")
+    t = choose_tau(scores, labels, "above_unanswerable", epsilon=0.01)
+    assert t["tau"] == pytest.approx(0.41) and t["answerable_refused"] == ["b"]
+    assert choose_tau({"a": 0.7, "u": 0.4}, {"a": True, "u": False})["tau"] == pytest.approx(0.55)

@@ -1,0 +1,90 @@
+"""Every LLM fault ends in an extractive or refused line with the cause in ``reason``."""
+import json
+
+import pytest
+
+from llm_stub import Stub
+from rag.answer import AnswerSettings, answer_row, decide
+from rag.chunk import load_kb
+from rag.embed import get_embedder
+from rag.llm import answer_schema, validate
+from rag.llm_server import free_port
+from rag.search import PassageIndex
+
+QUERY = "what time do you open on saturday"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from conftest import ROOT
+
+    kb = ROOT / "fixtures" / "voice" / "kb"
+    return PassageIndex.from_folder(kb), load_kb(kb), get_embedder().embed_one(QUERY)
+
+
+def said(setup, url, **settings):
+    index, kb, vec = setup
+    s = AnswerSettings(timeout_s=settings.pop("timeout_s", 5.0), **settings)
+    row = answer_row("q1", QUERY, index, vec, 0.9, s, kb, url)
+    return row, decide(row, kb, vec, s)
+
+
+def reply(answer, source):
+    return json.dumps({"answer": answer, "source": source})
+
+
+def test_verified_answer_is_said(setup):
+    with Stub(reply("On Saturday we are open from 9 a.m. to 1 p.m.", "kb-hours")) as stub:
+        row, final = said(setup, stub.url)
+    assert final["status"] == "llm" and final["say"].startswith("On Saturday")
+    schema = stub.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["source"]["enum"] == row["retrieved"] + ["none"]
+    assert stub.requests[0]["temperature"] == 0.0 and stub.requests[0]["stream"] is True
+
+
+@pytest.mark.parametrize("stub_kwargs, error", [
+    (dict(status=500), "http_error"),
+    (dict(content='{"answer": "We open at 9 a.m.", "sour'), "invalid_json"),
+    (dict(content='{"answer": "We open at 9 a.m. and we', finish_reason="length"), "truncated"),
+    (dict(content="Sure! We open at 9 a.m. on Saturday."), "invalid_json"),  # schema ignored
+    (dict(content='{"text": "We open at 9 a.m."}'), "schema_violation"),    # schema ignored, valid JSON
+    (dict(content=reply("We open at 9 a.m.", "kb-pizza")), "source_not_in_enum"),
+    (dict(content=reply("We open at 9 a.m.", "kb-hours"), delay_s=2.0), "timeout"),
+])
+def test_faults_fall_back(setup, stub_kwargs, error):
+    with Stub(**stub_kwargs) as stub:
+        row, final = said(setup, stub.url, timeout_s=1.0)
+    assert row["error"] == error and row["answer"] is None
+    assert final["status"] == "extractive"
+    assert final["reason"] == f"llm_{error}"
+    assert final["say"] == "On Saturday we are open from 9 a.m. to 1 p.m."  # the slot-matching sentence
+
+
+def test_unreachable_server(setup):
+    row, final = said(setup, f"http://127.0.0.1:{free_port()}")
+    assert row["error"] == "unreachable"
+    assert (final["status"], final["reason"]) == ("extractive", "llm_unreachable")
+
+
+def test_wrong_day_answer_is_replaced(setup):
+    with Stub(reply("We are open from 8:30 a.m. to 6 p.m.", "kb-hours")) as stub:
+        _, final = said(setup, stub.url)
+    assert (final["status"], final["reason"]) == ("extractive", "wrong_day")
+    assert "9 a.m." in final["say"]
+
+
+def test_gated_question_never_calls_the_model(setup):
+    index, kb, vec = setup
+    with Stub(reply("x", "none")) as stub:
+        s = AnswerSettings(tau=0.95)
+        row = answer_row("q1", QUERY, index, vec, 0.5, s, kb, stub.url)
+    assert stub.requests == [] and row["gated"]
+    assert decide(row, kb, vec, s) == {"id": "q1", "say": s.refusal, "source": "none",
+                                       "status": "refused", "reason": "below_tau"}
+
+
+def test_choose_mode_binds_answer_to_sentences():
+    schema = answer_schema(["kb-a"], 50, ["One.", "Two."])
+    assert schema["properties"]["answer"] == {"type": "string", "enum": ["One.", "Two."]}
+    assert validate(reply("Three.", "kb-a"), schema)[2] == "schema_violation"
+    assert validate(reply("Two.", "kb-a"), schema)[:3] == ("Two.", "kb-a", None)

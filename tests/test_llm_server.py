@@ -1,0 +1,56 @@
+"""Integration with the real llama.cpp server (xllamacpp + the packaged SmolLM2-135M)."""
+import os
+import signal
+import threading
+
+import pytest
+
+from conftest import ROOT
+from rag import config
+from rag.chunk import load_kb
+from rag.evaluate import embed_texts
+from rag.llm_server import LocalServer
+from rag.queries import load_queries, rewrite_queries
+from rag.answer import answer_row, decide
+from rag.search import PassageIndex
+
+KB = ROOT / "fixtures" / "voice" / "kb"
+
+
+@pytest.fixture(scope="module")
+def fixture_set(params):
+    queries = load_queries(ROOT / "fixtures" / "voice" / "queries.jsonl")
+    rewritten = rewrite_queries(queries, config.rewrite_rules(params))
+    return PassageIndex.from_folder(KB), load_kb(KB), rewritten, embed_texts(rewritten)
+
+
+def test_json_valid_and_source_in_enum(params, fixture_set):
+    index, kb, rewritten, vectors = fixture_set
+    settings = config.answer_settings(params, tau=0.0)
+    with LocalServer() as server:
+        rows = [answer_row(q, rewritten[q], index, vectors[q], 1.0, settings, kb, server.url)
+                for q in list(rewritten)[:6]]
+    assert server.proc.poll() is not None  # stopped by PID on exit
+    for r in rows:
+        assert r["error"] is None, (r["id"], r["error"], r["detail"])
+        assert r["source"] in r["retrieved"] + ["none"]
+        assert r["first_token_ms"] > 0 and r["total_ms"] >= r["first_token_ms"]
+        assert r["timings"]["predicted_n"] > 0
+
+
+def test_killing_the_server_mid_run_says_nothing_unverified(params, fixture_set):
+    index, kb, rewritten, vectors = fixture_set
+    settings = config.answer_settings(params, tau=0.0)
+    server = LocalServer().start()
+    try:
+        # Kill it (SIGKILL, by PID) while the first request is being generated.
+        threading.Timer(0.5, os.killpg, (server.pid, signal.SIGKILL)).start()
+        rows = [answer_row(q, rewritten[q], index, vectors[q], 1.0, settings, kb, server.url)
+                for q in list(rewritten)[:4]]
+    finally:
+        server.stop()
+    assert rows[0]["error"] == "connection_lost"
+    assert {r["error"] for r in rows[1:]} == {"unreachable"}
+    finals = [decide(r, kb, vectors[r["id"]], settings) for r in rows]
+    assert {f["status"] for f in finals} <= {"extractive", "refused"}
+    assert all(f["reason"].startswith("llm_") for f in finals)

@@ -1,0 +1,67 @@
+from rag.verify import number_facts, split_sentences, verify
+
+KB = {
+    "kb-hours": "# Hours\n\nOn weekdays we are open from 8:30 a.m. to 6 p.m. On Saturday we are open from "
+                "9 a.m. to 1 p.m. We are closed on Sunday.",
+    "kb-labs": "# Labs\n\nLab results take 3 business days. A blood test costs $45.",
+    "kb-vaccines": "# Vaccines\n\nA flu shot costs $30. A tetanus shot costs $55.",
+    "kb-billing": "# Billing\n\nWe accept cash and cards. We do not accept personal checks.",
+}
+ALL = list(KB)
+
+
+def test_seed_case_wrong_number_fails():
+    assert verify("A refill takes 10 business days.", "kb-labs", ALL, KB) == (False, "number_not_in_source")
+
+
+def test_times_compare_after_normalising():
+    assert verify("We open at 7:30 a.m.", "kb-hours", ALL, KB)[0] is False
+    assert verify("We open at 8:30 a.m. on weekdays.", "kb-hours", ALL, KB) == (True, "ok")
+    assert verify("Weekdays from 8.30am to 6pm.", "kb-hours", ALL, KB) == (True, "ok")
+    assert verify("From half past eight in the morning.", "kb-hours", ALL, KB, "when do you open on weekdays") == (True, "ok")
+    assert verify("We open at 8:30 p.m.", "kb-hours", ALL, KB) == (False, "number_not_in_source")
+
+
+def test_source_checks():
+    assert verify("We are closed.", "kb-hours", ["kb-labs"], KB) == (False, "source_not_retrieved")
+    assert verify("We are closed.", "none", ALL, KB) == (False, "source_none")
+    assert verify("  ", "kb-hours", ALL, KB) == (False, "empty_answer")
+    assert verify("We are closed.", "kb-gone", ["kb-gone"], KB) == (False, "source_unknown")
+
+
+def test_support_must_come_from_one_sentence():
+    # 9 a.m. (Saturday) and 6 p.m. (weekdays) are both in the document, never in one sentence.
+    assert verify("We are open 9 a.m. to 6 p.m.", "kb-hours", ALL, KB) == (False, "numbers_split_across_sentences")
+
+
+def test_wrong_day_is_caught():
+    # The seed's grounded-but-wrong answer: weekday hours for a Saturday question.
+    q = "what time do you open on saturday"
+    assert verify("We are open from 8:30 a.m. to 6 p.m.", "kb-hours", ALL, KB, q) == (False, "wrong_day")
+    assert verify("From 9 a.m. to 1 p.m.", "kb-hours", ALL, KB, q) == (True, "ok")
+    assert verify("We are open from 8:30 a.m.", "kb-hours", ALL, KB, "are you open monday") == (True, "ok")
+
+
+def test_wrong_service_is_caught():
+    from rag.verify import VerifyRules
+
+    rules = VerifyRules(slots={"service": {"flu shot": ["flu shot"], "tetanus shot": ["tetanus"]}})
+    assert verify("It costs $55.", "kb-vaccines", ALL, KB, "how much is a flu shot", rules) == (False, "wrong_service")
+    assert verify("It costs $30.", "kb-vaccines", ALL, KB, "how much is a flu shot", rules) == (True, "ok")
+
+
+def test_polarity():
+    q = "do you take personal checks"
+    assert verify("We accept personal checks.", "kb-billing", ALL, KB, q) == (False, "polarity")
+    assert verify("Yes.", "kb-billing", ALL, KB, q) == (False, "polarity")
+    assert verify("No, we do not accept personal checks.", "kb-billing", ALL, KB, q) == (True, "ok")
+    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, "are you open on sunday") == (False, "polarity")
+
+
+def test_sentences_keep_abbreviations():
+    assert split_sentences(KB["kb-hours"])[1] == "On Saturday we are open from 9 a.m. to 1 p.m."
+
+
+def test_number_facts():
+    assert number_facts("9 a.m. to 1 p.m.") == {"9", "9:00", "09:00", "1", "1:00", "13:00"}
+    assert number_facts("costs $30 within three days") == {"30", "3"}
