@@ -29,10 +29,10 @@ def hybrid_config(p: Mapping) -> HybridConfig:
 
 
 def verify_rules(p: Mapping) -> VerifyRules:
-    """``p["verify"]``: slots, groups, negations."""
+    """``p["verify"]``: slots, groups, negations, answer_types."""
     v = p["verify"]
     return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
-                       negations=tuple(v["negations"]))
+                       negations=tuple(v["negations"]), answer_types=dict(v["answer_types"]))
 
 
 def answer_settings(p: Mapping, tau: float) -> AnswerSettings:

@@ -37,6 +37,8 @@ class VerifyRules:
     prefixes of plurals ("flu shot" matches "flu shots"). groups: a value that covers others
     ("weekday" covers monday..friday), so a Monday question agrees with a weekday sentence.
     negations: words that make a sentence or answer negative.
+    answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
+    regex an answering sentence matches ("3 business days"); used to pick extractive sentences.
     """
 
     slots: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=lambda: {
@@ -49,6 +51,13 @@ class VerifyRules:
     })
     negations: Sequence[str] = ("not", "no", "never", "closed", "cannot", "cant", "dont", "doesnt",
                                 "wont", "isnt", "arent", "unavailable")
+    answer_types: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: {
+        "duration": {"cues": ["how long", "how soon", "how many days"],
+                     "pattern": r"\b\d+ (?:to \d+ )?(?:business )?(?:minute|hour|day|week|month)s?\b"},
+        "price": {"cues": ["how much", "cost", "price", "fee"], "pattern": r"\$\d+"},
+        "time": {"cues": ["what time", "when do you open", "when do you close"],
+                 "pattern": r"\d+(?::\d\d)? ?[ap]\.?m\b"},
+    })
 
 
 DEFAULT_VERIFY = VerifyRules()
@@ -134,6 +143,16 @@ def slots_conflict(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIF
         if slot in s and not (_expand(qv, rules) & s[slot]):
             return slot
     return None
+
+
+def answer_type_match(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool | None:
+    """Whether ``sentence`` holds what the query asks for (a duration, price, time); None if the
+    query asks for no known type."""
+    q = " " + " ".join(normalise(query)) + " "
+    wanted = [t for t in rules.answer_types.values() if any(f" {c} " in q for c in t["cues"])]
+    if not wanted:
+        return None
+    return any(re.search(t["pattern"], sentence, re.IGNORECASE) for t in wanted)
 
 
 def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
