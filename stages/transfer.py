@@ -1,0 +1,91 @@
+"""Stage transfer: abstention signals fitted on the clinic fixture, applied unchanged to the vet KB.
+
+For each signal (rag.abstain) tau is fitted on the clinic questions (rewritten transcripts) with
+``threshold.policy``/``epsilon``; the combined model is fitted on the clinic rows only. Both are then
+applied as is to the held-out vet KB, clean and noisy ASR. Writes metrics/voice/transfer.json and
+metrics/voice/transfer.md; the default signal is picked on the TRANSFER sets only.
+"""
+import time
+
+import yaml
+
+from common import ROOT, VOICE_METRICS, main, params
+from rag import abstain, config
+from rag.evaluate import doc_runs, embed_texts, retrieval_metrics
+from rag.gate import choose_tau
+from rag.io import write_json, write_text
+from rag.queries import load_queries, raw_queries, rewrite_queries
+from rag.search import PassageIndex
+
+FIT, TRANSFER = "fixture", ("transfer_clean", "transfer_noisy")
+
+
+def abstain_params(p):
+    """``p["abstain"]``; until tr_fragment/params.yaml is merged into params.yaml, read it there."""
+    if "abstain" in p:
+        return p["abstain"]
+    with open(ROOT / "tr_fragment" / "params.yaml", encoding="utf-8") as f:
+        return yaml.safe_load(f)["abstain"]
+
+
+def run():
+    t0 = time.perf_counter()
+    p = params()
+    a = abstain_params(p)
+    hc, rules, stop = config.hybrid_config(p), config.rewrite_rules(p), p["retrieval"]["stopwords"] or ()
+    sets = {FIT: (p["voice"]["kb"], p["voice"]["queries"]),
+            "transfer_clean": (a["transfer_kb"], a["transfer_queries"]["clean"]),
+            "transfer_noisy": (a["transfer_kb"], a["transfer_queries"]["noisy"])}
+    indexes = {kb: PassageIndex.from_folder(ROOT / kb, hc) for kb in {kb for kb, _ in sets.values()}}
+    feats, labels, retrieval = {}, {}, {}
+    for name, (kb, qpath) in sets.items():
+        queries = load_queries(ROOT / qpath)
+        labels[name] = {q["id"]: q["answerable"] for q in queries}
+        retrieval[name] = {}
+        for form, texts in (("raw", raw_queries(queries)), ("rewritten", rewrite_queries(queries, rules))):
+            vectors = embed_texts(texts)
+            m = retrieval_metrics(queries, doc_runs(indexes[kb], texts, "dense", vectors), ks=(1, 3))
+            retrieval[name][form] = {"recall@1": m["recall@1"], "recall@3": m["recall@3"]}
+        feats[name] = abstain.features(indexes[kb], texts, vectors, stop)  # rewritten: the gate's input
+    model = abstain.fit_combined([feats[FIT][q] for q in feats[FIT]], [labels[FIT][q] for q in feats[FIT]],
+                                 int(a["seed"]))
+    results, taus = {}, {}
+    for sig in abstain.ALL_SIGNALS:
+        scores = {n: abstain.signal_scores(sig, f, model) for n, f in feats.items()}
+        taus[sig] = choose_tau(scores[FIT], labels[FIT], p["threshold"]["policy"], float(p["threshold"]["epsilon"]))
+        results[sig] = {n: {"auroc": round(abstain.auroc(scores[n], labels[n]), 6),
+                            **abstain.refusal_metrics(scores[n], labels[n], taus[sig]["tau"])} for n in sets}
+    best = abstain.pick_signal(results, TRANSFER, a["goal"])
+    reached = [s for s in results if all(abstain.meets_goal(results[s][n], a["goal"]) for n in TRANSFER)]
+    coef = dict(zip(abstain.SIGNALS, (round(float(c), 4) for c in model[-1].coef_[0])))
+    out = {"policy": p["threshold"]["policy"], "epsilon": float(p["threshold"]["epsilon"]), "goal": a["goal"],
+           "tau": {s: t["tau"] for s, t in taus.items()}, "signals": results, "retrieval_dense": retrieval,
+           "combined_coef_standardised": coef, "best_on_transfer": best, "reaching_goal": reached,
+           "runtime_s": round(time.perf_counter() - t0, 1)}
+    write_json(VOICE_METRICS / "transfer.json", out)
+    write_text(VOICE_METRICS / "transfer.md", markdown(out, list(sets)))
+    print(markdown(out, list(sets)))
+
+
+def markdown(out, set_names):
+    lines = [f"# Abstention transfer (tau fitted on `fixture`, policy {out['policy']}, eps {out['epsilon']})", "",
+             "| signal | tau | set | AUROC | refusal P | refusal R | refused | answerable refused |",
+             "|---|---|---|---|---|---|---|---|"]
+    for sig, per_set in out["signals"].items():
+        for n in set_names:
+            r = per_set[n]
+            lines.append(f"| {sig} | {out['tau'][sig]:.4f} | {n} | {r['auroc']:.3f} | {r['precision']:.3f} | "
+                         f"{r['recall']:.3f} | {r['refused']} | {len(r['answerable_refused'])} "
+                         f"{' '.join(r['answerable_refused'])} |")
+    lines += ["", "| set | raw R@1 | raw R@3 | rewritten R@1 | rewritten R@3 |", "|---|---|---|---|---|"]
+    for n, r in out["retrieval_dense"].items():
+        lines.append(f"| {n} | {r['raw']['recall@1']:.3f} | {r['raw']['recall@3']:.3f} | "
+                     f"{r['rewritten']['recall@1']:.3f} | {r['rewritten']['recall@3']:.3f} |")
+    g = out["goal"]
+    lines += ["", f"Goal on both transfer sets: refusal P >= {g['precision']}, R >= {g['recall']}, "
+              f"<= {g['max_answerable_refused']} answerable refused. Reaching it: "
+              f"{', '.join(out['reaching_goal']) or 'none'}. Best on transfer: **{out['best_on_transfer']}**.", ""]
+    return "\n".join(lines)
+
+
+main(run)
