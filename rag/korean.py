@@ -51,7 +51,7 @@ def _content(tokens) -> list[str]:
 def kiwi_tokens(text: str) -> list[str]:
     """Content morphemes of ``text`` by Kiwi (tags in ``CONTENT_TAGS``), lower-cased, in text order.
 
-    ``"서울은 대한민국의 수도이다."`` -> ``["서울", "대한민국", "수도"]``; verbs give their stem (걸었다 -> 걸).
+    ``"서울은 대한민국의 수도이다."`` -> ``["서울", "대한민국", "수도"]``; verbs give their stem (먹었다 -> 먹).
     """
     if not text.strip():
         return []
