@@ -7,7 +7,6 @@ metrics/voice/transfer.md; the default signal is picked on the TRANSFER sets onl
 """
 import time
 
-import yaml
 
 from common import ROOT, VOICE_METRICS, main, params
 from rag import abstain, config
@@ -20,18 +19,10 @@ from rag.search import PassageIndex
 FIT, TRANSFER = "fixture", ("transfer_clean", "transfer_noisy")
 
 
-def abstain_params(p):
-    """``p["abstain"]``; until tr_fragment/params.yaml is merged into params.yaml, read it there."""
-    if "abstain" in p:
-        return p["abstain"]
-    with open(ROOT / "tr_fragment" / "params.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)["abstain"]
-
-
 def run():
     t0 = time.perf_counter()
     p = params()
-    a = abstain_params(p)
+    a = p["abstain"]
     hc, rules, stop = config.hybrid_config(p), config.rewrite_rules(p), p["retrieval"]["stopwords"] or ()
     sets = {FIT: (p["voice"]["kb"], p["voice"]["queries"]),
             "transfer_clean": (a["transfer_kb"], a["transfer_queries"]["clean"]),

@@ -1,0 +1,35 @@
+"""Stage answer_modes: answer.mode free vs choose in one run -> metrics/voice/answer_modes.json."""
+import copy
+import json
+
+from common import ROOT, VOICE_METRICS, main, params, voice_index
+from rag.chunk import load_kb
+from rag.io import write_json
+from rag.pipeline import latency_metrics, llm_url, step_answer, step_final
+from rag.queries import load_queries
+
+
+def run():
+    p = params()
+    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
+    queries = load_queries(ROOT / p["voice"]["queries"])
+    kb, index = load_kb(ROOT / p["voice"]["kb"]), voice_index(p)
+    out = {}
+    with llm_url(p) as url:
+        for mode in ("free", "choose"):
+            pm = copy.deepcopy(p)
+            pm["answer"]["mode"] = mode
+            answers = step_answer(index, queries, kb, pm, tau, url)
+            _, final = step_final(answers, queries, kb, pm, tau)
+            called = [a for a in answers if not a["gated"]]
+            out[mode] = {"llm_called": len(called), "llm_valid_json": sum(a["error"] is None for a in called),
+                         "llm_kept": final["n_llm"],
+                         "llm_kept_share": round(final["n_llm"] / len(called), 6) if called else 0.0,
+                         "factual_accuracy": final["factual_accuracy"],
+                         "grounded_wrong_said": final["grounded_wrong_said"],
+                         "unsupported_said": final["unsupported_said"],
+                         "latency": latency_metrics(answers)}
+    write_json(VOICE_METRICS / "answer_modes.json", out)
+
+
+main(run)
