@@ -34,6 +34,14 @@ class HybridConfig:
     min_token_len: int = 1
     bm25_floor: float = 0.0
 
+    def __post_init__(self):
+        # YAML 1.1 (PyYAML) reads unquoted on/off/yes/no as booleans, so a params list silently
+        # loses those stopwords; refuse anything that is not a string.
+        bad = sorted(repr(w) for w in self.stopwords if not isinstance(w, str))
+        if bad:
+            raise ValueError(f"stopwords must be strings, got {', '.join(bad)} "
+                             "(YAML reads unquoted on/off/yes/no as booleans: quote them)")
+
 
 @dataclass
 class PassageIndex:
