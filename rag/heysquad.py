@@ -1,0 +1,82 @@
+"""HeySQuAD dev-common (Wu et al. 2023, arXiv:2304.13689) as a spoken-question retrieval benchmark.
+
+Three SQuAD v1.1 files ask the same 1,002 questions on the same 311 paragraphs of 16 articles:
+``typed`` (the original SQuAD text), ``human`` (human-spoken audio, machine-transcribed) and ``machine``
+(TTS audio, machine-transcribed). A passage is a paragraph (id ``"{article}_{paragraph}"``, see
+`rag.squad`); a question's one relevant passage is the paragraph it was asked on.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from rag.chunk import Passage
+from rag.io import InputError
+from rag.squad import load_squad
+
+SOURCES = {"typed": "dev-common-original-1002.json",
+           "human": "dev-common-human-transcribed-1002.json",
+           "machine": "dev-common-machine-transcribed-1002.json"}
+
+
+def load_heysquad(folder: str | Path) -> tuple[list[dict], list[dict]]:
+    """Read the three files of ``folder`` (names in ``SOURCES``) into ``(passages, queries)``.
+
+    passages: ``{"_id", "title", "text", "article"}`` in file order. queries: ``{"id", "relevant":
+    [passage id], "answerable": True, "typed", "human", "machine"}`` (the three question texts), in file order.
+    Raises InputError naming the file when a file is missing or malformed, or when the spoken files'
+    passages, question ids or gold paragraphs differ from the typed file's.
+    """
+    folder = Path(folder)
+    sets = {name: load_squad(folder / file) for name, file in SOURCES.items()}
+    typed = sets["typed"]
+    for name, s in sets.items():
+        where = folder / SOURCES[name]
+        if [(p["_id"], p["text"]) for p in s.passages] != [(p["_id"], p["text"]) for p in typed.passages]:
+            raise InputError(f"{where}: paragraphs differ from {SOURCES['typed']}")
+        if [q["_id"] for q in s.queries] != [q["_id"] for q in typed.queries] or s.qrels != typed.qrels:
+            raise InputError(f"{where}: question ids or their paragraphs differ from {SOURCES['typed']}")
+    texts = {name: [q["text"] for q in s.queries] for name, s in sets.items()}
+    queries = [{"id": q["_id"], "relevant": list(typed.qrels[q["_id"]]), "answerable": True,
+                **{name: texts[name][i] for name in SOURCES}}
+               for i, q in enumerate(typed.queries)]
+    return typed.passages, queries
+
+
+def sample(passages: Sequence[dict], queries: Sequence[dict], n_passages: int,
+           seed: int) -> tuple[list[dict], list[dict]]:
+    """``n_passages`` passages drawn by ``random.Random(seed)`` and the questions asked on them, both in
+    file order; ``n_passages = 0`` keeps everything. Raises ValueError unless 0 <= n_passages <= len(passages).
+    """
+    if not 0 <= n_passages <= len(passages):
+        raise ValueError(f"n_passages must be in [0, {len(passages)}], got {n_passages}")
+    if n_passages == 0:
+        return list(passages), list(queries)
+    kept = set(random.Random(seed).sample(range(len(passages)), n_passages))
+    chosen = [p for i, p in enumerate(passages) if i in kept]
+    ids = {p["_id"] for p in chosen}
+    return chosen, [q for q in queries if q["relevant"][0] in ids]
+
+
+def as_passages(rows: Sequence[dict]) -> list[Passage]:
+    """Index passages: each paragraph is its own "document" (``doc = id``), so document-level metrics
+    (`rag.evaluate`) are paragraph-level here."""
+    return [Passage(r["_id"], r["_id"], r["text"]) for r in rows]
+
+
+def as_transcripts(queries: Sequence[dict], source: str) -> list[dict]:
+    """One source's questions in the voice-track query shape (``id``, ``asr``, ``context`` = None), for
+    `rag.queries.raw_queries` / `rewrite_queries`. HeySQuAD has no follow-ups."""
+    return [{"id": q["id"], "asr": q[source], "context": None} for q in queries]
+
+
+def asr_penalty(matrix: Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]], spoken: str,
+                metric: str = "mrr@10") -> dict[str, dict[str, float]]:
+    """``{form: {mode: (typed - spoken) / typed}}`` of ``metric``: the relative drop from typed to spoken
+    questions (0.10 = 10 % worse; negative = spoken is better). matrix: ``{source: {form: {mode: metrics}}}``.
+    """
+    typed = matrix["typed"]
+    return {form: {mode: round((m[metric] - matrix[spoken][form][mode][metric]) / m[metric], 6)
+                   for mode, m in by_mode.items()}
+            for form, by_mode in typed.items()}

@@ -1,0 +1,59 @@
+"""Stage heysquad_eval: {typed, human, machine} x {raw, rewritten} x {dense, bm25, hybrid} on HeySQuAD.
+
+Reads ``{heysquad.data_dir}``/passages.jsonl, queries.jsonl, embed.npy and params ``rewrite``, ``retrieval``.
+Writes ``{heysquad.metrics_dir}``/retrieval.json (sizes; ``metrics[source][form][mode]`` = recall@1/5/10,
+mrr@10, ndcg@10, paragraph level; ``asr_penalty[spoken][form][mode]`` = (typed - spoken) / typed of
+MRR@10) and retrieval.md (both as Markdown tables).
+"""
+import time
+
+import numpy as np
+
+from common import ROOT, main, params
+from rag import config
+from rag.compare import evaluate_matrix, markdown_table, select
+from rag.heysquad import SOURCES, as_passages, as_transcripts, asr_penalty
+from rag.io import read_jsonl, write_json, write_text
+from rag.queries import raw_queries, rewrite_queries
+from rag.search import PassageIndex
+
+COLUMNS = ["recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"]
+SPOKEN = ("human", "machine")
+
+
+def run():
+    p = params()
+    h = p["heysquad"]
+    data = ROOT / h["data_dir"]
+    t0 = time.perf_counter()
+    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text"))
+    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", "answerable", *SOURCES))
+    index = PassageIndex(as_passages(passages), np.load(data / "embed.npy"), config.hybrid_config(p))
+    rules = config.rewrite_rules(p)
+    matrix = {}
+    for source in SOURCES:
+        spoken = as_transcripts(queries, source)
+        forms = {"raw": raw_queries(spoken), "rewritten": rewrite_queries(spoken, rules)}
+        matrix[source] = select(evaluate_matrix(index, queries, forms, ks=(1, 5, 10)), COLUMNS)
+    penalty = {s: asr_penalty(matrix, s) for s in SPOKEN}
+    write_json(ROOT / h["metrics_dir"] / "retrieval.json", {
+        "passages": len(passages), "questions": len(queries), "sample_passages": h["sample_passages"],
+        "metrics": matrix, "asr_penalty_mrr@10": penalty})
+    r = p["retrieval"]
+    caption = (f"HeySQuAD dev-common: {len(queries)} questions, {len(passages)} paragraphs (paragraph level). "
+               f"Hybrid: RRF k={r['rrf_k']}, depth {r['depth']}, weights dense {r['weight_dense']} / "
+               f"BM25 {r['weight_bm25']}, stopwords {'on' if r['use_stopwords'] else 'off'}.\n\n")
+    rows = [[source, form, mode, *(m[c] for c in COLUMNS)]
+            for source, by_form in matrix.items() for form, by_mode in by_form.items()
+            for mode, m in by_mode.items()]
+    pen_rows = [[s, form, mode, f"{100 * v:.1f} %"] for s in SPOKEN for form, by_mode in penalty[s].items()
+                for mode, v in by_mode.items()]
+    write_text(ROOT / h["metrics_dir"] / "retrieval.md", caption
+               + markdown_table(["questions", "query", "mode", "R@1", "R@5", "R@10", "MRR@10", "nDCG@10"], rows)
+               + "\nASR penalty: MRR@10 drop from typed to spoken questions, (typed - spoken) / typed.\n\n"
+               + markdown_table(["spoken", "query", "mode", "MRR@10 drop"], pen_rows))
+    print(f"heysquad_eval: {len(queries)} questions x {len(SOURCES)} sources x 2 forms x 3 modes, "
+          f"{time.perf_counter() - t0:.1f} s")
+
+
+main(run)
