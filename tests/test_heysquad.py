@@ -1,0 +1,74 @@
+"""HeySQuAD dev-common: loading the three files, the seeded sample, a sampled retrieval run, ASR penalty."""
+import json
+from pathlib import Path
+
+import pytest
+
+from rag.compare import evaluate_matrix
+from rag.embed import get_embedder
+from rag.heysquad import SOURCES, as_passages, as_transcripts, asr_penalty, load_heysquad, sample
+from rag.io import InputError
+from rag.queries import raw_queries, rewrite_queries
+from rag.search import PassageIndex
+
+HEYSQUAD = Path(__file__).resolve().parents[2] / "shared/data/heysquad"
+needs_data = pytest.mark.skipif(not all((HEYSQUAD / f).is_file() for f in SOURCES.values()),
+                                reason="HeySQuAD dev-common not present")
+
+
+@needs_data
+def test_three_files_share_questions_and_paragraphs():
+    passages, queries = load_heysquad(HEYSQUAD)
+    assert (len(passages), len(queries)) == (311, 1002)
+    assert queries[0] == {"id": "5733a5f54776f41900660f48", "relevant": ["0_0"], "answerable": True,
+                          "typed": "What year was Casimir Pulaski born in Warsaw?",
+                          "human": "what year was cassimir koloski born in warsaw",
+                          "machine": "what year was casimir pulaski born in warsaw"}
+
+
+@needs_data
+def test_seeded_sample_and_a_sampled_run():
+    passages, queries = load_heysquad(HEYSQUAD)
+    assert sample(passages, queries, 0, 0) == (passages, queries)
+    with pytest.raises(ValueError):
+        sample(passages, queries, 312, 0)
+    p8, q8 = sample(passages, queries, 8, 0)
+    assert (p8, q8) == sample(passages, queries, 8, 0)
+    # random.Random(0).sample(range(311), 8) = [20, 132, 155, 197, 207, 215, 248, 261] (sorted)
+    assert [p["_id"] for p in p8] == ["1_0", "6_12", "7_15", "9_17", "10_7", "10_15", "12_8", "13_1"]
+    assert len(q8) == 32 and {q["relevant"][0] for q in q8} == {p["_id"] for p in p8}
+
+    index = PassageIndex(as_passages(p8), get_embedder().embed([p["text"] for p in p8]))
+    for source in SOURCES:
+        spoken = as_transcripts(q8, source)
+        matrix = evaluate_matrix(index, q8, {"raw": raw_queries(spoken), "rewritten": rewrite_queries(spoken)},
+                                 ks=(1, 10))
+        for by_mode in matrix.values():
+            # 8 passages < 10: dense and hybrid list all of them, so the gold one is always in the top 10.
+            assert by_mode["dense"]["recall@10"] == by_mode["hybrid"]["recall@10"] == 1.0
+            assert all(0.0 < m["mrr@10"] <= 1.0 for m in by_mode.values())
+
+
+def squad(qid, question, context="Warsaw is the capital of Poland."):
+    return {"data": [{"title": "Warsaw", "paragraphs": [
+        {"context": context, "qas": [{"id": qid, "question": question, "answers": []}]}]}]}
+
+
+def test_mismatched_files_are_refused(tmp_path):
+    for name, file in SOURCES.items():
+        (tmp_path / file).write_text(json.dumps(squad("q1", f"{name} question")))
+    passages, queries = load_heysquad(tmp_path)
+    assert queries == [{"id": "q1", "relevant": ["0_0"], "answerable": True, "typed": "typed question",
+                        "human": "human question", "machine": "machine question"}]
+    (tmp_path / SOURCES["human"]).write_text(json.dumps(squad("q2", "other id")))
+    with pytest.raises(InputError, match="human-transcribed.*question ids"):
+        load_heysquad(tmp_path)
+    (tmp_path / SOURCES["human"]).write_text(json.dumps(squad("q1", "x", context="Another paragraph.")))
+    with pytest.raises(InputError, match="human-transcribed.*paragraphs differ"):
+        load_heysquad(tmp_path)
+
+
+def test_asr_penalty_by_hand():
+    matrix = {"typed": {"raw": {"dense": {"mrr@10": 0.8}, "bm25": {"mrr@10": 0.5}}},
+              "human": {"raw": {"dense": {"mrr@10": 0.7}, "bm25": {"mrr@10": 0.55}}}}
+    assert asr_penalty(matrix, "human") == {"raw": {"dense": 0.125, "bm25": -0.1}}  # (0.8-0.7)/0.8, (0.5-0.55)/0.5
