@@ -68,7 +68,8 @@ def test_stopwords_keep_function_words_of_a_garbled_transcript_out_of_the_fusion
     assert [i for i, _ in plain.bm25_ranking(query)] == [0]
     ranking = plain.ranking(query, "hybrid", QUERY_VECTOR)
     assert ranking[0] == (0, pytest.approx(1 / 13 + 2 / 11))  # p0 jumps from dense rank 3 to 1
-    fixed = toy_index(HybridConfig(rrf_k=10, weights=(1.0, 2.0), stopwords=frozenset({"i", "m", "on", "the"})))
+    stop = frozenset({"i", "m", "on", "the"})
+    fixed = toy_index(HybridConfig(rrf_k=10, weights=(1.0, 2.0), stopwords=stop))
     assert fixed.bm25_ranking(query) == []
     ranking = fixed.ranking(query, "hybrid", QUERY_VECTOR)
     assert [i for i, _ in ranking] == [1, 2, 0, 3]  # = the dense order
