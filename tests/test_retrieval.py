@@ -60,9 +60,9 @@ def test_hybrid_ranking_by_hand():
 
 def test_stopwords_keep_function_words_of_a_garbled_transcript_out_of_the_fusion():
     """The fix: "I'M ON THE REEF" (a misheard "how long does a refill take") matches p0 only through
-    "on" ("the" has idf 0 here, "i", "m" and "reef" are in no passage). Without stopwords that single function word makes p0 BM25's
-    rank 1 and, with BM25 weighted 2, hybrid's top passage; with stopwords BM25 has no evidence left,
-    its list is empty and hybrid keeps the dense order."""
+    "on" ("the" has idf 0 here; "i", "m" and "reef" are in no passage). Without stopwords that one
+    function word makes p0 BM25's rank 1 and, with BM25 weighted 2, hybrid's top passage; with
+    stopwords BM25 has no evidence left, its list is empty and hybrid keeps the dense order."""
     query = "I'M ON THE REEF"
     plain = toy_index(HybridConfig(rrf_k=10, weights=(1.0, 2.0)))
     assert [i for i, _ in plain.bm25_ranking(query)] == [0]
