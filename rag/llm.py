@@ -1,6 +1,7 @@
 """Ask an OpenAI-compatible chat server (llama.cpp's llama-server) for a schema-bound answer.
 
-The reply must be JSON ``{"answer": str, "source": one of the retrieved doc ids or "none"}``.
+The reply must be JSON ``{"answer": str, "source": one of the retrieved doc ids or "none"}`` (voice
+track), or, with a `cited_schema`, ``{"answer": str, "citations": [labels or "none"]}`` (Korean track).
 llama.cpp can accept a ``json_schema`` and still return unconstrained text with HTTP 200
 (llama.cpp issues #19051, #24097, #10732), so every reply is validated here; any fault comes back
 as ``LLMReply.error`` (a short reason code) and never as an answer.
@@ -22,7 +23,7 @@ SYSTEM_PROMPT = (
 
 # Reason codes a failed call can carry (reported as counts in the final metrics).
 ERRORS = ("unreachable", "connection_lost", "timeout", "http_error", "truncated", "invalid_json",
-          "schema_violation", "source_not_in_enum")
+          "schema_violation", "source_not_in_enum", "citation_not_in_enum")
 
 
 @dataclass
@@ -42,6 +43,7 @@ class LLMReply:
     total_ms: float | None = None
     timings: dict | None = None
     raw: str = ""
+    citations: list[str] | None = None  # set instead of ``source`` when the schema is a `cited_schema`
 
 
 def answer_schema(doc_ids: Sequence[str], max_len: int, answer_enum: Sequence[str] | None = None) -> dict:
@@ -57,6 +59,54 @@ def answer_schema(doc_ids: Sequence[str], max_len: int, answer_enum: Sequence[st
         "required": ["answer", "source"],
         "additionalProperties": False,
     }
+
+
+def cited_schema(labels: Sequence[str], max_len: int) -> dict:
+    """JSON schema of a reply that cites documents by label (Korean track, ``[문서 n]``).
+
+    ``{"answer": string of 1..max_len characters, "citations": array of 1..len(labels)+1 items, each
+    one of ``labels`` + "none"}``. maxItems bounds the array (a small model otherwise repeats labels
+    until max_tokens); which combinations make sense (none alone, no repeats) is checked after.
+    """
+    enum = list(dict.fromkeys(list(labels) + ["none"]))
+    return {
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "minLength": 1, "maxLength": max_len},
+            "citations": {"type": "array", "items": {"type": "string", "enum": enum},
+                          "minItems": 1, "maxItems": len(enum)},
+        },
+        "required": ["answer", "citations"],
+        "additionalProperties": False,
+    }
+
+
+def validate_cited(content: str, schema: dict) -> tuple[str | None, list[str] | None, str | None, str]:
+    """Check a reply against a `cited_schema` on the client side.
+
+    Returns (answer, citations, error code or None, detail); a label outside the enum is
+    ``citation_not_in_enum``, anything else malformed is ``invalid_json`` / ``schema_violation``.
+    """
+    try:
+        obj = json.loads(content)
+    except json.JSONDecodeError as e:
+        return None, None, "invalid_json", e.msg
+    props = schema["properties"]
+    if not isinstance(obj, dict) or set(obj) != set(props):
+        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+        return None, None, "schema_violation", f"keys {keys}"
+    answer, citations = obj["answer"], obj["citations"]
+    if not isinstance(answer, str) or not answer.strip() or len(answer) > props["answer"]["maxLength"]:
+        return None, None, "schema_violation", "answer must be a non-empty string within maxLength"
+    c = props["citations"]
+    if not isinstance(citations, list) or not all(isinstance(x, str) for x in citations):
+        return None, None, "schema_violation", "citations must be a list of strings"
+    if not c["minItems"] <= len(citations) <= c.get("maxItems", len(citations)):
+        return None, None, "schema_violation", f"{len(citations)} citations"
+    bad = [x for x in citations if x not in c["items"]["enum"]]
+    if bad:
+        return None, None, "citation_not_in_enum", f"citations {bad!r}"
+    return answer, citations, None, ""
 
 
 def build_messages(query: str, passages: Sequence[tuple[str, str]]) -> list[dict]:
@@ -95,7 +145,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         temperature: float = 0.0, seed: int = 0, model: str | None = None) -> LLMReply:
     """POST ``/v1/chat/completions`` (streamed) with ``response_format`` json_schema; validate.
 
-    ``timeout_s`` bounds the whole call (connect + generation). Never raises for server faults:
+    ``schema``: an `answer_schema` (validated by `validate`, sets answer/source) or a `cited_schema`
+    (validated by `validate_cited`, sets answer/citations). ``timeout_s`` bounds the whole call
+    (connect + generation); ``raw`` keeps the streamed text even when validation fails. Never raises for server faults:
     they come back as ``LLMReply.error`` in `ERRORS`.
     """
     body = {
@@ -151,12 +203,15 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     if reply.finish_reason is None:
         reply.error, reply.detail = "connection_lost", "stream ended without finish_reason"
         return _done(reply, start)
-    reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
+    if "citations" in schema["properties"]:
+        reply.answer, reply.citations, reply.error, reply.detail = validate_cited(reply.raw, schema)
+    else:
+        reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
     return _done(reply, start)
 
 
 def _done(reply: LLMReply, start: float) -> LLMReply:
     reply.total_ms = (time.perf_counter() - start) * 1000
     if reply.error:
-        reply.answer = reply.source = None
+        reply.answer = reply.source = reply.citations = None
     return reply

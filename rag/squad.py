@@ -94,12 +94,8 @@ def parse_squad(doc: dict, path: str | Path = "<memory>", dedupe_passages: bool 
     return SquadSet(passages, queries, qrels, articles, aliases)
 
 
-def load_squad(path: str | Path, dedupe_passages: bool = True) -> SquadSet:
-    """Read a SQuAD v1.1 JSON file and convert it (see ``parse_squad``).
-
-    Raises ``InputError`` naming ``path`` for a missing file, invalid JSON or a malformed document.
-    """
-    path = Path(path)
+def _read_json(path: Path):
+    """Parsed JSON of ``path``; InputError naming it for a missing file, invalid JSON or non-UTF-8."""
     if not path.is_file():
         raise InputError(f"{path}: file not found")
     try:
@@ -109,7 +105,16 @@ def load_squad(path: str | Path, dedupe_passages: bool = True) -> SquadSet:
         raise InputError(f"{path}: invalid JSON at line {e.lineno} ({e.msg})") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason})") from None
-    return parse_squad(doc, path, dedupe_passages)
+    return doc
+
+
+def load_squad(path: str | Path, dedupe_passages: bool = True) -> SquadSet:
+    """Read a SQuAD v1.1 JSON file and convert it (see ``parse_squad``).
+
+    Raises ``InputError`` naming ``path`` for a missing file, invalid JSON or a malformed document.
+    """
+    path = Path(path)
+    return parse_squad(_read_json(path), path, dedupe_passages)
 
 
 def passage_text(passage: dict, with_title: bool) -> str:
@@ -143,3 +148,28 @@ def split_queries(queries: list[dict], test_articles: list[int]) -> tuple[list[d
     train = [q for q in queries if q["article"] not in test_set]
     test = [q for q in queries if q["article"] in test_set]
     return train, test
+
+
+def answer_texts(doc: dict, path: str | Path = "<memory>") -> dict[str, list[str]]:
+    """Gold answer strings per question id of an already-parsed SQuAD v1.1 document:
+    ``{question id: [answers[i]["text"], ...]}`` (file order, duplicates kept out, possibly empty).
+
+    Used by the Korean generation stage (answer-span match). Raises ``InputError`` (naming ``path``)
+    for a missing ``data``/``paragraphs``/``qas``/``id`` field or an answer without a string ``text``.
+    """
+    out: dict[str, list[str]] = {}
+    for a, article in enumerate(_need(doc, "data", list, "top level", path)):
+        for p, para in enumerate(_need(article, "paragraphs", list, f"article {a}", path)):
+            for q, qa in enumerate(_need(para, "qas", list, f"article {a} paragraph {p}", path)):
+                where = f"article {a} paragraph {p} question {q}"
+                qid = _need(qa, "id", str, where, path)
+                texts = [_need(ans, "text", str, f"{where} answer {i}", path)
+                         for i, ans in enumerate(qa.get("answers", []))]
+                out[qid] = list(dict.fromkeys(texts))
+    return out
+
+
+def load_answers(path: str | Path) -> dict[str, list[str]]:
+    """``answer_texts`` of a SQuAD v1.1 JSON file; the same ``InputError``s as ``load_squad``."""
+    path = Path(path)
+    return answer_texts(_read_json(path), path)
