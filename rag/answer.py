@@ -60,9 +60,9 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[
     """The retrieved sentence to read out instead of a failed answer, as ``(sentence, doc)``.
 
     Candidates are the sentences of the retrieved docs. Sentences whose slots (day, service)
-    contradict the query are dropped; among the rest, those naming the query's slot values come
-    first, then those holding the asked-for answer type (a duration for "how long"), then the
-    highest cosine with the query. None if every candidate contradicts the query.
+    contradict the query are dropped; among the rest, those holding the asked-for answer type (a
+    duration for "how long") come first, then those naming the query's slot values (the Saturday
+    sentence for a Saturday question), then the highest cosine with the query. None if every candidate contradicts the query.
     """
     from rag.embed import get_embedder
 
@@ -73,7 +73,7 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[
     named = [sum(len(v & slot_values(s, rules).get(k, set())) for k, v in wanted.items()) for s, _ in cands]
     typed = [bool(answer_type_match(query, s, rules)) for s, _ in cands]
     cos = get_embedder().embed([s for s, _ in cands]) @ vector
-    best = min(range(len(cands)), key=lambda i: (-named[i], -typed[i], -float(cos[i]), i))
+    best = min(range(len(cands)), key=lambda i: (-typed[i], -named[i], -float(cos[i]), i))
     return cands[best]
 
 

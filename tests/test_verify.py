@@ -65,3 +65,23 @@ def test_sentences_keep_abbreviations():
 def test_number_facts():
     assert number_facts("9 a.m. to 1 p.m.") == {"9", "9:00", "09:00", "1", "1:00", "13:00"}
     assert number_facts("costs $30 within three days") == {"30", "3"}
+
+
+def test_params_verify_rules_match_library_defaults(params):
+    # Slots are KB-specific (params adds the clinic's services); the rest must not drift.
+    from rag.config import verify_rules
+    from rag.verify import DEFAULT_VERIFY
+
+    v = verify_rules(params)
+    assert (v.negations, v.groups, v.answer_types) == (tuple(DEFAULT_VERIFY.negations), DEFAULT_VERIFY.groups,
+                                                       DEFAULT_VERIFY.answer_types)
+    assert "no" in v.negations  # YAML 1.1 would read an unquoted no as False
+
+
+def test_answer_type_match():
+    from rag.verify import answer_type_match
+
+    assert answer_type_match("how long does a refill take", "Refills take 3 business days.") is True
+    assert answer_type_match("how long does a refill take", "Ask your pharmacy.") is False
+    assert answer_type_match("how much is a flu shot", "A flu shot costs $30.") is True
+    assert answer_type_match("is parking free", "Parking is free.") is None

@@ -1,0 +1,276 @@
+"""Grounded Korean answers: ``[문서 n]`` prompts, a citation schema, a rule verifier, an extractive
+fallback and rule-based generation metrics (no LLM judge).
+
+The model sees the top-k passages numbered ``[문서 1]..[문서 k]`` and must reply
+``{"answer": str, "citations": ["1".."k" | "none", ...]}`` (`rag.llm.cited_schema`, sent by
+`rag.llm.ask`). When the passages lack the answer the only allowed answer is `ABSTAIN`, cited "none".
+
+Verifier (`verify_ko`): an answer passes when its citations are valid (`citations_valid`) and every
+key term (Kiwi content morpheme, `rag.korean.kiwi_tokens`) occurs in the cited passages; an abstention
+cited "none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage sentence
+holding the most distinct query morphemes (`extractive_ko`), or by `ABSTAIN` when no sentence holds
+at least ``min_shared`` of them.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from rag import korean
+from rag.llm import LLMReply, ask, cited_schema
+
+ABSTAIN = "제공된 문서에서 찾을 수 없습니다"
+
+_INSTRUCTIONS = (
+    "You answer Korean questions using ONLY the numbered documents [문서 1], [문서 2], ... given with "
+    "the question. Reply with JSON: \"answer\" is a short Korean answer copied from the documents, "
+    "\"citations\" lists the numbers of the documents that contain it (e.g. [\"1\"]). "
+    f"If no document contains the answer, reply exactly {{\"answer\": \"{ABSTAIN}\", \"citations\": [\"none\"]}}.")
+
+# Two worked examples (made up here, not KorQuAD text): one answered and cited, one abstention.
+_EXAMPLES = (
+    (["부산은 대한민국 남동부의 항구 도시이다. 부산의 인구는 약 340만 명이다.",
+      "한라산은 제주도에 있는 산으로 높이는 1,947미터이다."],
+     "한라산의 높이는?",
+     {"answer": "1,947미터", "citations": ["2"]}),
+    (["세종대왕은 1443년에 훈민정음을 창제하였다.",
+      "경복궁은 1395년에 지어진 조선의 궁궐이다."],
+     "이순신 장군이 태어난 해는?",
+     {"answer": ABSTAIN, "citations": ["none"]}),
+)
+
+PROMPTS = ("A_baseline", "B_fewshot")
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def number_documents(passages: Sequence[str]) -> str:
+    """``"[문서 1] text\\n[문서 2] text..."`` for passages in rank order."""
+    return "\n".join(f"[문서 {i}] {text}" for i, text in enumerate(passages, 1))
+
+
+def user_message(question: str, passages: Sequence[str]) -> str:
+    """The user turn: the numbered documents, then ``질문: question``."""
+    return f"{number_documents(passages)}\n\n질문: {question}"
+
+
+def build_ko_messages(question: str, passages: Sequence[str], prompt: str) -> list[dict]:
+    """Chat messages for prompt variant ``A_baseline`` (instructions only) or ``B_fewshot``
+    (instructions, then the two `_EXAMPLES` as user/assistant turns). The documents come after
+    the fixed part, so llama.cpp's prompt cache reuses it across calls. ValueError for another name."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"unknown prompt {prompt!r}; expected one of {PROMPTS}")
+    messages = [{"role": "system", "content": _INSTRUCTIONS}]
+    if prompt == "B_fewshot":
+        for docs, q, reply in _EXAMPLES:
+            messages += [{"role": "user", "content": user_message(q, docs)},
+                         {"role": "assistant", "content": json.dumps(reply, ensure_ascii=False)}]
+    return messages + [{"role": "user", "content": user_message(question, passages)}]
+
+
+def labels(k: int) -> list[str]:
+    """Citation labels of k documents: ``["1", ..., "k"]``."""
+    return [str(i) for i in range(1, k + 1)]
+
+
+def is_abstention(answer: str | None) -> bool:
+    """True when ``answer`` is `ABSTAIN`, ignoring surrounding spaces and a final ``.``."""
+    return answer is not None and answer.strip().rstrip(".").strip() == ABSTAIN
+
+
+def citations_valid(answer: str, citations: Sequence[str] | None, k: int) -> bool:
+    """Citation validity: a non-empty list whose items are all in ``1..k`` with no repeats, or exactly
+    ``["none"]``; and ``["none"]`` if and only if the answer is the abstention sentence."""
+    if not citations:
+        return False
+    if is_abstention(answer):
+        return list(citations) == ["none"]
+    return (len(set(citations)) == len(citations)
+            and all(c in labels(k) for c in citations))
+
+
+def key_terms(text: str) -> set[str]:
+    """Key terms of a text: its distinct Kiwi content morphemes (lower-cased)."""
+    return set(korean.kiwi_tokens(text))
+
+
+def unsupported_terms(answer: str, cited: Sequence[str]) -> set[str]:
+    """Key terms of ``answer`` found in none of the ``cited`` passage texts (neither among their
+    morphemes nor as a substring: Kiwi may split a term differently inside a longer sentence)."""
+    text = "\n".join(cited).lower()
+    known = key_terms(text) if cited else set()
+    return {t for t in key_terms(answer) if t not in known and t not in text}
+
+
+def cited_passages(citations: Sequence[str] | None, passages: Sequence[str]) -> list[str]:
+    """Texts of the passages the citations name (labels outside ``1..len(passages)`` skipped)."""
+    return [passages[int(c) - 1] for c in dict.fromkeys(citations or ())
+            if c.isdigit() and 1 <= int(c) <= len(passages)]
+
+
+def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str]) -> tuple[bool, str]:
+    """Whether an answer may be said; ``(ok, reason)``.
+
+    reason: ``abstained`` (ok: the abstention sentence cited "none"), ``supported`` (ok),
+    ``invalid_citation`` (`citations_valid` fails), ``no_key_terms`` (an answer with no content
+    morpheme, e.g. "네"), ``terms_not_in_cited`` (a key term absent from the cited passages).
+    """
+    if not citations_valid(answer, citations, len(passages)):
+        return False, "invalid_citation"
+    if is_abstention(answer):
+        return True, "abstained"
+    if not key_terms(answer):
+        return False, "no_key_terms"
+    if unsupported_terms(answer, cited_passages(citations, passages)):
+        return False, "terms_not_in_cited"
+    return True, "supported"
+
+
+def split_sentences_ko(text: str) -> list[str]:
+    """Sentences of a Korean passage: whitespace folded, split after ``.``, ``!`` or ``?`` + space."""
+    return [s for s in _SENTENCE_END.split(" ".join(text.split())) if s]
+
+
+def extractive_ko(question: str, passages: Sequence[str], min_shared: int = 1) -> tuple[str, str] | None:
+    """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence
+    holding the most distinct question morphemes (ties: the earlier passage, then the earlier
+    sentence). None when the best holds fewer than ``min_shared``."""
+    q = key_terms(question)
+    best, best_n = None, -1
+    for i, text in enumerate(passages, 1):
+        for s in split_sentences_ko(text):
+            n = len(q & key_terms(s))
+            if n > best_n:
+                best, best_n = (s, str(i)), n
+    return best if best is not None and best_n >= min_shared else None
+
+
+def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
+              error: str | None = None, min_shared: int = 1) -> dict:
+    """What is finally said: ``{say, citations, status, reason}``.
+
+    status: ``llm`` (a verified answer), ``abstained`` (the model's verified abstention),
+    ``extractive`` (a passage sentence, `extractive_ko`), ``fallback_abstained`` (the abstention
+    sentence because no sentence shares ``min_shared`` question morphemes). reason: the verifier's
+    reason, or ``llm_<error code>`` when the call failed.
+    """
+    if error is None and answer is not None:
+        ok, reason = verify_ko(answer, citations, passages)
+        if ok:
+            return {"say": ABSTAIN if reason == "abstained" else answer,
+                    "citations": ["none"] if reason == "abstained" else list(dict.fromkeys(citations)),
+                    "status": "abstained" if reason == "abstained" else "llm", "reason": reason}
+    else:
+        reason = f"llm_{error or 'no_answer'}"
+    pick = extractive_ko(question, passages, min_shared)
+    if pick is None:
+        return {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained", "reason": reason}
+    return {"say": pick[0], "citations": [pick[1]], "status": "extractive", "reason": reason}
+
+
+def parse_raw(raw: str) -> tuple[str | None, list[str] | None]:
+    """``(answer, citations)`` read leniently from the model's raw text (JSON with those keys);
+    ``(None, None)`` when it is not such JSON. Used to score the raw output even when
+    `rag.llm.validate_cited` rejected it."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return None, None
+    if not isinstance(obj, dict) or not isinstance(obj.get("answer"), str):
+        return None, None
+    cits = obj.get("citations")
+    cits = [str(c) for c in cits] if isinstance(cits, list) else None
+    return obj["answer"], cits
+
+
+def span_match(answer: str | None, golds: Sequence[str]) -> bool:
+    """Answer-span match: some gold answer text occurs in ``answer`` (all whitespace removed on both
+    sides; Korean spacing varies). False for None, the abstention sentence or no gold."""
+    if not answer or is_abstention(answer):
+        return False
+    a = "".join(answer.split())
+    return any(g.strip() and "".join(g.split()) in a for g in golds)
+
+
+def hallucinated(answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
+                 gold_excluded: bool) -> bool:
+    """Hallucination: a non-abstaining answer in the gold-excluded condition, or one with a key term
+    absent from its cited passages (no valid cited passage: every key term counts as absent).
+    None (no answer) and the abstention sentence are not hallucinations."""
+    if answer is None or is_abstention(answer):
+        return False
+    if gold_excluded:
+        return True
+    terms = key_terms(answer)
+    return not terms or bool(unsupported_terms(answer, cited_passages(citations, passages)))
+
+
+@dataclass(frozen=True)
+class KoSettings:
+    """Korean answer settings (params.yaml ``ko_gen`` and ``llm``)."""
+
+    prompt: str = "B_fewshot"
+    max_len: int = 60          # characters of an answer (maxLength in the schema)
+    max_tokens: int = 160
+    timeout_s: float = 60.0
+    temperature: float = 0.0
+    seed: int = 0
+    model: str | None = None
+    min_shared: int = 1        # question morphemes a fallback sentence must hold
+
+
+def ask_ko(url: str, question: str, passages: Sequence[str], s: KoSettings) -> LLMReply:
+    """One schema-bound call (`rag.llm.ask` with `rag.llm.cited_schema`) over passages in rank order."""
+    return ask(url, build_ko_messages(question, passages, s.prompt), cited_schema(labels(len(passages)), s.max_len),
+               max_tokens=s.max_tokens, timeout_s=s.timeout_s, temperature=s.temperature, seed=s.seed,
+               model=s.model)
+
+
+def score_rows(rows: Sequence[Mapping]) -> dict:
+    """Rule-based metrics of one ablation cell. Each row: ``k``, ``gold_excluded`` (bool), ``golds``
+    (answer texts), ``passages`` (texts shown), ``raw_answer``/``raw_citations`` (`parse_raw` of the
+    model's text; None when unparsable), ``error`` (LLM error code or None), ``final`` (`decide_ko`).
+
+    Returns counts and rates for ``raw`` (the model's output) and ``final`` (what is said). Every rate
+    is over all n questions of the cell, so none is NaN: answered + abstained (+ no_output for raw) = n.
+    ``span_match_answered`` is over answered questions only, 0.0 with ``answered`` = 0.
+    """
+    n = len(rows)
+    out = {"n": n}
+    for side in ("raw", "final"):
+        answered = abstained = valid = halluc = span = no_output = 0
+        for r in rows:
+            if side == "raw":
+                answer, cits = r["raw_answer"], r["raw_citations"]
+            else:
+                answer, cits = r["final"]["say"], r["final"]["citations"]
+            if answer is None:
+                no_output += 1
+                continue
+            if is_abstention(answer):
+                abstained += 1
+            else:
+                answered += 1
+            valid += citations_valid(answer, cits, r["k"])
+            halluc += hallucinated(answer, cits, r["passages"], r["gold_excluded"])
+            span += span_match(answer, r["golds"])
+        rate = (lambda x: round(x / n, 4)) if n else (lambda x: 0.0)
+        m = {"answered": answered, "abstained": abstained, "citation_valid": valid, "hallucinated": halluc,
+             "span_match": span, "abstention_rate": rate(abstained), "citation_validity": rate(valid),
+             "hallucination_rate": rate(halluc), "span_match_rate": rate(span),
+             "span_match_answered": round(span / answered, 4) if answered else 0.0}
+        if side == "raw":
+            m["no_output"] = no_output
+            m["no_output_rate"] = rate(no_output)
+        out[side] = m
+    errors: dict[str, int] = {}
+    statuses: dict[str, int] = {}
+    for r in rows:
+        if r["error"]:
+            errors[r["error"]] = errors.get(r["error"], 0) + 1
+        statuses[r["final"]["status"]] = statuses.get(r["final"]["status"], 0) + 1
+    out["llm_errors"] = errors
+    out["final_status"] = statuses
+    return out
