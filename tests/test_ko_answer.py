@@ -1,0 +1,175 @@
+"""Korean grounded answers: citation validity, abstention, verifier, fallback and metrics on hand-made
+cases; the schema-bound call against a stub server (no model)."""
+import json
+
+import pytest
+
+from llm_stub import Stub
+from rag.ko_answer import (ABSTAIN, KoSettings, ask_ko, build_ko_messages, citations_valid, decide_ko,
+                           extractive_ko, hallucinated, is_abstention, key_terms, parse_raw, score_rows,
+                           span_match, verify_ko)
+from rag.llm import cited_schema, validate_cited
+from rag.squad import answer_texts
+
+P = ["서울은 대한민국의 수도이다. 인구는 약 950만 명이다.", "부산은 항구 도시이다."]
+Q = "대한민국의 수도는 어디인가?"
+
+
+@pytest.mark.parametrize("answer, cits, ok", [
+    ("서울", ["1"], True),
+    ("서울", ["1", "2"], True),
+    ("서울", ["3"], False),          # only 2 documents were given
+    ("서울", ["1", "1"], False),     # repeated
+    ("서울", ["none"], False),       # an answer must cite a document
+    ("서울", ["1", "none"], False),
+    ("서울", [], False),
+    (ABSTAIN, ["none"], True),
+    (ABSTAIN + ".", ["none"], True),
+    (ABSTAIN, ["1"], False),         # an abstention cites nothing
+])
+def test_citation_validity(answer, cits, ok):
+    assert citations_valid(answer, cits, 2) is ok
+
+
+def test_key_terms_are_kiwi_content_morphemes():
+    assert key_terms("서울은 대한민국의 수도이다.") == {"서울", "대한민국", "수도"}
+    assert key_terms("네") == set()
+
+
+@pytest.mark.parametrize("answer, cits, expected", [
+    ("서울", ["1"], (True, "supported")),
+    ("서울", ["2"], (False, "terms_not_in_cited")),      # 서울 is in document 1, not 2
+    ("부산 항구", ["1", "2"], (True, "supported")),
+    ("인천", ["1"], (False, "terms_not_in_cited")),
+    ("네", ["1"], (False, "no_key_terms")),
+    ("서울", ["4"], (False, "invalid_citation")),
+    (ABSTAIN, ["none"], (True, "abstained")),
+    (ABSTAIN, ["1"], (False, "invalid_citation")),
+])
+def test_verifier(answer, cits, expected):
+    assert verify_ko(answer, cits, P) == expected
+
+
+def test_extractive_picks_the_sentence_with_most_question_morphemes():
+    # 대한민국 + 수도 (2 shared) beat 0 shared elsewhere
+    assert extractive_ko(Q, P) == ("서울은 대한민국의 수도이다.", "1")
+    assert extractive_ko("이순신이 태어난 해는?", P) is None          # shares no morpheme
+    assert extractive_ko(Q, P, min_shared=3) is None
+
+
+def test_decide_says_verified_answers_and_replaces_failed_ones():
+    assert decide_ko(Q, "서울", ["1"], P) == {"say": "서울", "citations": ["1"], "status": "llm",
+                                               "reason": "supported"}
+    assert decide_ko(Q, ABSTAIN, ["none"], P)["status"] == "abstained"
+    wrong = decide_ko(Q, "인천", ["1"], P)
+    assert wrong == {"say": "서울은 대한민국의 수도이다.", "citations": ["1"], "status": "extractive",
+                     "reason": "terms_not_in_cited"}
+    failed = decide_ko("이순신이 태어난 해는?", None, None, P, error="timeout")
+    assert failed == {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained",
+                      "reason": "llm_timeout"}
+
+
+def test_hallucination_rule():
+    assert hallucinated("서울", ["1"], P, gold_excluded=True)           # answered without the gold passage
+    assert not hallucinated(ABSTAIN, ["none"], P, gold_excluded=True)
+    assert not hallucinated("서울", ["1"], P, gold_excluded=False)
+    assert hallucinated("서울", ["2"], P, gold_excluded=False)          # key term not in the cited passage
+    assert hallucinated("서울", ["none"], P, gold_excluded=False)       # nothing valid cited
+    assert not hallucinated(None, None, P, gold_excluded=True)          # no output is not an answer
+
+
+def test_span_match_ignores_spacing_and_abstention():
+    assert span_match("서울특별시입니다", ["서울 특별시"])
+    assert not span_match("부산", ["서울"])
+    assert not span_match(ABSTAIN, [ABSTAIN])
+    assert not span_match(None, ["서울"])
+
+
+def test_abstention_sentence():
+    assert is_abstention(" 제공된 문서에서 찾을 수 없습니다. ")
+    assert not is_abstention("서울")
+    assert not is_abstention(None)
+
+
+def row(raw_answer, raw_cits, excluded, error=None):
+    final = decide_ko(Q, None if error else raw_answer, None if error else raw_cits, P, error)
+    return {"k": 2, "gold_excluded": excluded, "golds": ["서울"], "passages": P, "raw_answer": raw_answer,
+            "raw_citations": raw_cits, "error": error, "final": final}
+
+
+def test_score_rows_by_hand():
+    rows = [row("서울", ["1"], False),                     # correct, cited, span match
+            row("인천", ["1"], False),                     # hallucinated; fallback says the 서울 sentence
+            row(ABSTAIN, ["none"], False),                 # over-abstention
+            row(None, None, False, error="timeout")]       # no output; fallback sentence
+    m = score_rows(rows)
+    raw, final = m["raw"], m["final"]
+    assert m["n"] == 4
+    assert (raw["answered"], raw["abstained"], raw["no_output"]) == (2, 1, 1)
+    assert raw["citation_valid"] == 3 and raw["citation_validity"] == 0.75
+    assert raw["hallucinated"] == 1 and raw["hallucination_rate"] == 0.25
+    assert raw["span_match"] == 1 and raw["span_match_answered"] == 0.5
+    assert raw["abstention_rate"] == 0.25
+    # final: 서울 (llm), extractive 서울 sentence, the model's abstention, extractive 서울 sentence
+    assert (final["answered"], final["abstained"]) == (3, 1)
+    assert final["hallucinated"] == 0 and final["span_match"] == 3 and final["citation_validity"] == 1.0
+    assert m["final_status"] == {"llm": 1, "extractive": 2, "abstained": 1}
+    assert m["llm_errors"] == {"timeout": 1}
+
+
+def test_gold_excluded_scores_answers_as_hallucinations_and_empty_cells_are_zero():
+    m = score_rows([row("서울", ["1"], True), row(ABSTAIN, ["none"], True)])
+    assert m["raw"]["hallucination_rate"] == 0.5 and m["raw"]["abstention_rate"] == 0.5
+    empty = score_rows([])
+    assert empty["raw"]["abstention_rate"] == 0.0 and empty["final"]["span_match_answered"] == 0.0
+
+
+def test_parse_raw_is_lenient():
+    assert parse_raw('{"answer": "서울", "citations": ["7"]}') == ("서울", ["7"])
+    assert parse_raw('{"answer": "서울"') == (None, None)
+    assert parse_raw('{"answer": "서울", "citations": "1"}') == ("서울", None)
+
+
+def test_cited_schema_and_validation():
+    schema = cited_schema(["1", "2"], 10)
+    c = schema["properties"]["citations"]
+    assert c["items"]["enum"] == ["1", "2", "none"] and c["minItems"] == 1 and c["maxItems"] == 3
+    assert validate_cited('{"answer": "서울", "citations": ["1"]}', schema) == ("서울", ["1"], None, "")
+    assert validate_cited('{"answer": "서울", "citations": ["3"]}', schema)[2] == "citation_not_in_enum"
+    assert validate_cited('{"answer": "서울", "citations": []}', schema)[2] == "schema_violation"
+    assert validate_cited('{"answer": "서울", "source": "1"}', schema)[2] == "schema_violation"
+    assert validate_cited('{"answer": "' + "가" * 11 + '", "citations": ["1"]}', schema)[2] == "schema_violation"
+
+
+def test_prompts_number_documents_and_fewshot_adds_two_examples():
+    a = build_ko_messages(Q, P, "A_baseline")
+    b = build_ko_messages(Q, P, "B_fewshot")
+    assert len(a) == 2 and len(b) == 6
+    assert a[-1]["content"] == f"[문서 1] {P[0]}\n[문서 2] {P[1]}\n\n질문: {Q}"
+    assert ABSTAIN in b[4]["content"]                      # the second example abstains
+    with pytest.raises(ValueError):
+        build_ko_messages(Q, P, "C")
+
+
+def test_call_through_stub_server():
+    with Stub(json.dumps({"answer": "서울", "citations": ["1"]}, ensure_ascii=False)) as stub:
+        reply = ask_ko(stub.url, Q, P, KoSettings(prompt="A_baseline", timeout_s=5))
+    assert (reply.answer, reply.citations, reply.error, reply.source) == ("서울", ["1"], None, None)
+    sent = stub.requests[0]
+    assert sent["response_format"]["json_schema"]["schema"]["properties"]["citations"]["items"]["enum"] == \
+        ["1", "2", "none"]
+    assert sent["temperature"] == 0.0 and sent["messages"][-1]["content"].startswith("[문서 1] 서울은")
+    with Stub(json.dumps({"answer": "서울", "citations": ["5"]})) as stub:   # schema ignored by the server
+        reply = ask_ko(stub.url, Q, P, KoSettings(timeout_s=5))
+    assert reply.error == "citation_not_in_enum" and reply.answer is None and reply.citations is None
+    assert parse_raw(reply.raw) == ("서울", ["5"])                            # raw kept for scoring
+    assert decide_ko(Q, None, None, P, reply.error)["status"] == "extractive"
+
+
+def test_answer_texts_from_squad_json():
+    doc = {"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [
+        {"id": "q1", "question": "?", "answers": [{"text": "서울", "answer_start": 0},
+                                                   {"text": "서울", "answer_start": 0},
+                                                   {"text": "서울시", "answer_start": 0}]},
+        {"id": "q2", "question": "?", "answers": []}]}]}]}
+    assert answer_texts(doc) == {"q1": ["서울", "서울시"], "q2": []}
