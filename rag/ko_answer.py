@@ -228,6 +228,24 @@ def ask_ko(url: str, question: str, passages: Sequence[str], s: KoSettings) -> L
                model=s.model)
 
 
+def answer_ko(url: str | None, question: str, passages: Sequence[str], s: KoSettings) -> dict:
+    """Ask (`ask_ko`), read the raw reply (`parse_raw`) and decide what is said (`decide_ko`).
+
+    url None (no server could be started) gives error "unreachable" without a call. Returns
+    ``{raw, raw_answer, raw_citations, error, total_ms, final}``; ``final`` as `decide_ko`.
+    """
+    if url is None:
+        raw, error, total = "", "unreachable", None
+    else:
+        reply = ask_ko(url, question, passages, s)
+        raw, error, total = reply.raw, reply.error, reply.total_ms
+    raw_answer, raw_cits = parse_raw(raw)
+    final = decide_ko(question, None if error else raw_answer, None if error else raw_cits, passages, error,
+                      s.min_shared)
+    return {"raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "error": error,
+            "total_ms": None if total is None else round(total, 1), "final": final}
+
+
 def score_rows(rows: Sequence[Mapping]) -> dict:
     """Rule-based metrics of one ablation cell. Each row: ``k``, ``gold_excluded`` (bool), ``golds``
     (answer texts), ``passages`` (texts shown), ``raw_answer``/``raw_citations`` (`parse_raw` of the

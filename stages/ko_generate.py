@@ -23,7 +23,7 @@ from common import main as run_stage
 
 from rag import korean
 from rag.io import InputError, read_jsonl, write_json, write_jsonl, write_text
-from rag.ko_answer import KoSettings, ask_ko, decide_ko, parse_raw, score_rows
+from rag.ko_answer import KoSettings, answer_ko, score_rows
 from rag.pipeline import llm_url
 from rag.retrieval import BM25Index
 from rag.squad import load_answers, passage_text
@@ -100,22 +100,15 @@ def main() -> None:
                     for k in sorted(ks):
                         idx = ranked[cond][:k]
                         ptexts = [shown[i] for i in idx]
-                        if url is None:
-                            error, raw, total = "unreachable", "", None
-                        else:
-                            reply = ask_ko(url, q["text"], ptexts, s)
-                            error, raw, total = reply.error, reply.raw, reply.total_ms
-                            call_ms.append(total)
-                        raw_answer, raw_cits = parse_raw(raw)
-                        final = decide_ko(q["text"], None if error else raw_answer, None if error else raw_cits,
-                                          ptexts, error, s.min_shared)
+                        res = answer_ko(url, q["text"], ptexts, s)
+                        if res["total_ms"] is not None:
+                            call_ms.append(res["total_ms"])
                         row = {"id": q["_id"], "prompt": prompt, "condition": cond, "k": k,
                                "gold_excluded": cond == "gold_excluded",
                                "retrieved": [passages[i]["_id"] for i in idx],
                                "gold_retrieved": any(pid_row[x] in idx for x in gold_ids),
                                "question": q["text"], "golds": golds.get(q["_id"], []), "passages": ptexts,
-                               "raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "error": error,
-                               "final": final, "total_ms": None if total is None else round(total, 1)}
+                               **res}
                         rows.append(row)
                         cells_rows.setdefault((prompt, k, cond), []).append(row)
             print(f"  question {qi + 1}/{len(sample)}: {time.perf_counter() - t_start:.0f} s", flush=True)

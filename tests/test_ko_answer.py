@@ -173,3 +173,46 @@ def test_answer_texts_from_squad_json():
                                                    {"text": "서울시", "answer_start": 0}]},
         {"id": "q2", "question": "?", "answers": []}]}]}]}
     assert answer_texts(doc) == {"q1": ["서울", "서울시"], "q2": []}
+
+
+def ko_params(tmp_path):
+    """params.yaml with the ko_gen fragment merged in (until it is merged into params.yaml)."""
+    import yaml
+    from conftest import ROOT
+
+    p = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    p.setdefault("ko_gen", yaml.safe_load((ROOT / "ko_gen_fragment" / "params.yaml").read_text(encoding="utf-8"))["ko_gen"])
+    p["ko"]["data_dir"] = str(ROOT / p["ko"]["data_dir"])
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(p, allow_unicode=True), encoding="utf-8")
+    return path, p
+
+
+def test_cli_ask_korean_with_stub(tmp_path, capsys):
+    from pathlib import Path
+
+    from rag.__main__ import main
+
+    path, p = ko_params(tmp_path)
+    if not (Path(p["ko"]["data_dir"]) / "passages.jsonl").is_file():
+        pytest.skip("data/ko not built (dvc repro ko_prepare)")
+    with Stub(json.dumps({"answer": ABSTAIN, "citations": ["none"]}, ensure_ascii=False)) as stub:
+        assert main(["ask", "임종석이 지명수배 된 날은?", "--params", str(path), "--llm-url", stub.url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"답변: {ABSTAIN}\n인용: none\n상태: abstained")
+    assert out.count("\n[문서 ") == p["ko_gen"]["cli_top_k"]
+    assert "[문서 1] 0_0 " in out        # KorQuAD dev paragraph 0_0 is this question's gold passage
+    messages = stub.requests[0]["messages"]
+    assert len(messages) == 6 and messages[-1]["content"].endswith("질문: 임종석이 지명수배 된 날은?")
+
+
+def test_cli_compare_prints_tables(capsys, monkeypatch):
+    from conftest import ROOT
+
+    from rag.__main__ import main
+
+    monkeypatch.chdir(ROOT)
+    if not (ROOT / "metrics" / "ko" / "retrieval.md").is_file():
+        pytest.skip("metrics/ko/retrieval.md not built")
+    assert main(["compare"]) == 0
+    assert "== metrics/ko/retrieval.md\nKorQuAD 1.0 dev" in capsys.readouterr().out
