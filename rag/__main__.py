@@ -90,7 +90,7 @@ def _compare() -> int:
 def _ask_ko(question: str, p: dict) -> int:
     from rag import korean
     from rag.io import read_jsonl
-    from rag.ko_answer import KoSettings, answer_ko
+    from rag.ko_answer import KoSettings, answer_ko, focus
     from rag.pipeline import llm_url
     from rag.retrieval import BM25Index
     from rag.squad import passage_text
@@ -100,7 +100,7 @@ def _ask_ko(question: str, p: dict) -> int:
     index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], korean.kiwi_tokens,
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
     top = index.top_k(question, int(g["cli_top_k"]))
-    shown = [passages[i]["text"][:int(g["passage_max_chars"])] for i, _ in top]
+    shown = [focus(question, passages[i]["text"], int(g["passage_max_chars"])) for i, _ in top]
     llm = p["llm"]
     s = KoSettings(prompt=g["cli_prompt"], max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
                    timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),

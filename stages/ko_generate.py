@@ -7,7 +7,9 @@ answer texts from the KorQuAD JSON (rag.squad.load_answers). ``ko_gen.sample`` t
 Conditions: gold_included (normal index) and gold_excluded (BM25 rebuilt without the question's gold
 passage). Grid: ``ko_gen.grid`` = {prompt: [top_k, ...]}. Per question, calls run prompt -> condition ->
 top_k ascending on one fresh server, so llama.cpp's prompt cache reuses the shared prefix (the order is
-fixed, so runs repeat). Writes data/ko/generation.jsonl (one row per call; KorQuAD text, git-ignored) and
+fixed, so runs repeat). Each passage is shown as at most ``ko_gen.passage_max_chars`` characters of its
+sentences that share most question morphemes (rag.ko_answer.focus). Writes data/ko/generation.jsonl
+(one row per call; KorQuAD text, git-ignored) and
 metrics/ko/generation.json/.md (numbers only).
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from common import main as run_stage
 
 from rag import korean
 from rag.io import InputError, read_jsonl, write_json, write_jsonl, write_text
-from rag.ko_answer import KoSettings, answer_ko, score_rows
+from rag.ko_answer import KoSettings, answer_ko, focus, score_rows
 from rag.pipeline import llm_url
 from rag.retrieval import BM25Index
 from rag.squad import load_answers, passage_text
@@ -81,7 +83,6 @@ def main() -> None:
     full = BM25Index(texts, tokenize, k1=k1, b=b)
     depth = max(k for ks in g["grid"].values() for k in ks)
     cap = int(g["passage_max_chars"])
-    shown = [x["text"][:cap] for x in passages]
     pid_row = {x["_id"]: i for i, x in enumerate(passages)}
 
     llm = {**p["llm"], "n_ctx": int(g["n_ctx"])}
@@ -99,7 +100,7 @@ def main() -> None:
                 for cond in CONDITIONS:
                     for k in sorted(ks):
                         idx = ranked[cond][:k]
-                        ptexts = [shown[i] for i in idx]
+                        ptexts = [focus(q["text"], passages[i]["text"], cap) for i in idx]
                         res = answer_ko(url, q["text"], ptexts, s)
                         if res["total_ms"] is not None:
                             call_ms.append(res["total_ms"])

@@ -6,7 +6,7 @@ import pytest
 
 from llm_stub import Stub
 from rag.ko_answer import (ABSTAIN, KoSettings, ask_ko, build_ko_messages, citations_valid, decide_ko,
-                           extractive_ko, hallucinated, is_abstention, key_terms, parse_raw, score_rows,
+                           extractive_ko, focus, hallucinated, is_abstention, key_terms, parse_raw, score_rows,
                            span_match, verify_ko)
 from rag.llm import cited_schema, validate_cited
 from rag.squad import answer_texts
@@ -55,6 +55,14 @@ def test_extractive_picks_the_sentence_with_most_question_morphemes():
     assert extractive_ko(Q, P) == ("서울은 대한민국의 수도이다.", "1")
     assert extractive_ko("이순신이 태어난 해는?", P) is None          # shares no morpheme
     assert extractive_ko(Q, P, min_shared=3) is None
+
+
+def test_focus_keeps_the_sentences_sharing_most_question_morphemes():
+    t = "서울은 대한민국의 수도이다. 부산은 항구 도시이다. 한라산은 제주도에 있다."  # sentences of 15, 12, 13 chars
+    assert focus("제주도에 있는 산은?", t, 100) == t                      # fits: whole passage
+    # 한라산 (shares 제주도) first: 13; then 서울 (ties at 0, earlier first): 13+1+15 = 29; 부산 would make 42 > 40
+    assert focus("제주도에 있는 산은?", t, 40) == "서울은 대한민국의 수도이다. 한라산은 제주도에 있다."
+    assert focus("제주도에 있는 산은?", t, 10) == "한라산은 제주도에 "          # best sentence cut
 
 
 def test_decide_says_verified_answers_and_replaces_failed_ones():
