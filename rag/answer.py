@@ -12,7 +12,7 @@ import numpy as np
 
 from rag.llm import LLMReply, answer_schema, ask, build_messages
 from rag.search import PassageIndex
-from rag.verify import DEFAULT_VERIFY, VerifyRules, answer_type_match, slot_values, slots_conflict, split_sentences, verify
+from rag.verify import DEFAULT_VERIFY, VerifyRules, answer_type_match, slots_conflict, split_sentences, verify
 
 STATUSES = ("llm", "extractive", "refused")
 
@@ -60,20 +60,18 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[
     """The retrieved sentence to read out instead of a failed answer, as ``(sentence, doc)``.
 
     Candidates are the sentences of the retrieved docs. Sentences whose slots (day, service)
-    contradict the query are dropped; among the rest, those holding the asked-for answer type (a
-    duration for "how long") come first, then those naming the query's slot values (the Saturday
-    sentence for a Saturday question), then the highest cosine with the query. None if every candidate contradicts the query.
+    contradict the query are dropped (a Saturday question never gets the weekday sentence); among
+    the rest, those holding the asked-for answer type (a duration for "how long") come first, then
+    the highest cosine with the query. None if every candidate contradicts the query.
     """
     from rag.embed import get_embedder
 
     cands = [(s, d) for d in docs for s in split_sentences(kb[d]) if not slots_conflict(query, s, rules)]
     if not cands:
         return None
-    wanted = slot_values(query, rules)
-    named = [sum(len(v & slot_values(s, rules).get(k, set())) for k, v in wanted.items()) for s, _ in cands]
     typed = [bool(answer_type_match(query, s, rules)) for s, _ in cands]
     cos = get_embedder().embed([s for s, _ in cands]) @ vector
-    best = min(range(len(cands)), key=lambda i: (-typed[i], -named[i], -float(cos[i]), i))
+    best = min(range(len(cands)), key=lambda i: (-typed[i], -float(cos[i]), i))
     return cands[best]
 
 

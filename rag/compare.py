@@ -49,10 +49,10 @@ def recall_curves(matrix: Mapping[str, Mapping[str, Mapping[str, float]]],
 
 
 def score_points(per_query: Sequence[Mapping], tau: float) -> list[dict]:
-    """Plot rows for the abstention gate: queries by top-1 score ascending, ``{"rank": 1.., "id",
+    """Plot rows for the abstention gate: queries by gate score ascending, ``{"rank": 1.., "id",
     "answerable": score or None, "unanswerable": score or None, "tau": tau}``.
 
-    per_query: rows with ``id``, ``answerable`` and ``score`` (the top-1 cosine, data/voice/per_query.jsonl);
+    per_query: rows with ``id``, ``answerable`` and ``score`` (the gate score, ``abstain.signal``; data/voice/per_query.jsonl);
     tau: the fitted threshold (metrics/voice/threshold.json). The empty class is None (JSON null), which
     Vega-Lite leaves out, so each class is its own series and tau draws a flat line.
     """

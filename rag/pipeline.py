@@ -15,18 +15,41 @@ from rag import config
 from rag.answer import answer_row, decide
 from rag.chunk import load_kb
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
-from rag.gate import choose_tau
+from rag.gate import ThresholdError, choose_tau
 from rag.queries import load_queries, raw_queries, rewrite_queries
 from rag.scoring import final_metrics
 from rag.search import PassageIndex
+
+
+def gate_scores(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str, str],
+                vectors: Mapping[str, np.ndarray], p: Mapping) -> dict[str, float]:
+    """``{query_id: abstention score}`` of the signal ``abstain.signal`` (higher = more answerable).
+
+    ``combined`` is a logistic model over all signals, fitted on ``queries`` (their ``answerable``
+    labels), the same questions tau is fitted on; see `rag.abstain`. Raises ThresholdError when the
+    labels hold one class only.
+    """
+    from rag import abstain
+
+    feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
+    model = None
+    if p["abstain"]["signal"] == "combined":
+        ids = list(feats)
+        labels = {q["id"]: q["answerable"] for q in queries}
+        if len(set(labels.values())) < 2:
+            raise ThresholdError("the combined abstention signal is fitted on the questions' labels: "
+                                 "it needs answerable and unanswerable questions")
+        model = abstain.fit_combined([feats[q] for q in ids], [labels[q] for q in ids], int(p["abstain"]["seed"]))
+    return {q: round(s, 6) for q, s in abstain.signal_scores(p["abstain"]["signal"], feats, model).items()}
 
 
 def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
                   ks: Sequence[int] = (1, 3, 5, 10)) -> tuple[list[dict], dict]:
     """Search with the raw and the rewritten transcript in ``retrieval.mode``.
 
-    Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, score}``, metrics
-    ``{"raw": {...}, "rewritten": {...}}``); ``score`` is the rewritten query's top-1 cosine.
+    Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, top1, score}``,
+    metrics ``{"raw": {...}, "rewritten": {...}}``); ``raw_score`` / ``top1`` are the raw and
+    rewritten top-1 cosines, ``score`` is the gate's signal (`gate_scores`) of the rewritten query.
     """
     mode = p["retrieval"]["mode"]
     forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, config.rewrite_rules(p))}
@@ -37,15 +60,17 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
         vectors = embed_texts(texts)
         runs = doc_runs(index, texts, mode, vectors)
         metrics[form] = retrieval_metrics(queries, runs, ks)
-        prefix = "raw_" if form == "raw" else ""
         for qid, cos in top1_cosine(index, vectors).items():
-            rows[qid][prefix + "top"] = [d for d, _ in runs[qid][:3]]
-            rows[qid][prefix + "score"] = round(cos, 6)
+            rows[qid]["raw_top" if form == "raw" else "top"] = [d for d, _ in runs[qid][:3]]
+            rows[qid]["raw_score" if form == "raw" else "top1"] = round(cos, 6)
+        if form == "rewritten":
+            for qid, score in gate_scores(index, queries, texts, vectors, p).items():
+                rows[qid]["score"] = score
     return list(rows.values()), metrics
 
 
 def step_threshold(per_query: Sequence[dict], p: Mapping) -> dict:
-    """Fit tau on the rewritten queries' top-1 cosine (see `rag.gate.choose_tau`)."""
+    """Fit tau on the rewritten queries' gate scores (see `rag.gate.choose_tau`)."""
     return choose_tau({r["id"]: r["score"] for r in per_query},
                       {r["id"]: r["answerable"] for r in per_query}, p["threshold"]["policy"],
                       float(p["threshold"]["epsilon"]))
@@ -74,12 +99,12 @@ def llm_url(p: Mapping):
 
 
 def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
-                tau: float, url: str | None) -> list[dict]:
-    """answers.jsonl rows for every query (see `rag.answer.answer_row`)."""
+                tau: float, url: str | None, scores: Mapping[str, float]) -> list[dict]:
+    """answers.jsonl rows for every query (see `rag.answer.answer_row`); ``scores`` are the gate
+    scores of `step_evaluate` (``{query_id: score}``), compared with ``tau``."""
     settings = config.answer_settings(p, tau)
     rewritten = rewrite_queries(queries, config.rewrite_rules(p))
     vectors = embed_texts(rewritten)
-    scores = top1_cosine(index, vectors)
     return [answer_row(qid, rewritten[qid], index, vectors[qid], scores[qid], settings, kb, url)
             for qid in rewritten]
 
@@ -115,7 +140,7 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> di
     per_query, retrieval = step_evaluate(index, queries, p)
     tau = step_threshold(per_query, p)
     with llm_url(p) as url:
-        answers = step_answer(index, queries, kb, p, tau["tau"], url)
+        answers = step_answer(index, queries, kb, p, tau["tau"], url, {r["id"]: r["score"] for r in per_query})
     final_rows, final = step_final(answers, queries, kb, p, tau["tau"])
     return {"retrieval": retrieval, "threshold": tau, "final": final, "latency": latency_metrics(answers),
             "answers": final_rows}

@@ -3,7 +3,7 @@ import json
 
 from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag.chunk import load_kb
-from rag.io import write_json, write_jsonl
+from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import latency_metrics, llm_url, step_answer
 from rag.queries import load_queries
 
@@ -12,8 +12,9 @@ def run():
     p = params()
     tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
     queries = load_queries(ROOT / p["voice"]["queries"])
+    scores = {r["id"]: r["score"] for r in read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "score"))}
     with llm_url(p) as url:
-        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"]), p, tau, url)
+        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"]), p, tau, url, scores)
     write_jsonl(VOICE_DATA / "answers.jsonl", answers)
     write_json(VOICE_METRICS / "latency.json", latency_metrics(answers))
 

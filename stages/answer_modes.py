@@ -2,9 +2,9 @@
 import copy
 import json
 
-from common import ROOT, VOICE_METRICS, main, params, voice_index
+from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag.chunk import load_kb
-from rag.io import write_json
+from rag.io import read_jsonl, write_json
 from rag.pipeline import latency_metrics, llm_url, step_answer, step_final
 from rag.queries import load_queries
 
@@ -14,12 +14,13 @@ def run():
     tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
     queries = load_queries(ROOT / p["voice"]["queries"])
     kb, index = load_kb(ROOT / p["voice"]["kb"]), voice_index(p)
+    scores = {r["id"]: r["score"] for r in read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "score"))}
     out = {}
     with llm_url(p) as url:
         for mode in ("free", "choose"):
             pm = copy.deepcopy(p)
             pm["answer"]["mode"] = mode
-            answers = step_answer(index, queries, kb, pm, tau, url)
+            answers = step_answer(index, queries, kb, pm, tau, url, scores)
             _, final = step_final(answers, queries, kb, pm, tau)
             called = [a for a in answers if not a["gated"]]
             out[mode] = {"llm_called": len(called), "llm_valid_json": sum(a["error"] is None for a in called),

@@ -2,7 +2,7 @@
 
 Writes metrics/voice/compare.json (``{form: {mode: recall@1/3/5, mrr@10, ndcg@10}}``, answerable queries),
 compare.md (the same as a Markdown table), recall_at_k.csv (recall@1..10 per variant, plot data) and
-scores.json (per-query top-1 cosine by class with tau, plot data from per_query.jsonl and threshold.json).
+scores.json (per-query gate score by class with tau, plot data from per_query.jsonl and threshold.json).
 """
 import json
 

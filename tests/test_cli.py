@@ -74,3 +74,9 @@ def test_threshold_policies():
     t = choose_tau(scores, labels, "above_unanswerable", epsilon=0.01)
     assert t["tau"] == pytest.approx(0.41) and t["answerable_refused"] == ["b"]
     assert choose_tau({"a": 0.7, "u": 0.4}, {"a": True, "u": False})["tau"] == pytest.approx(0.55)
+
+
+def test_one_class_only_is_a_clear_error(small_kb, tmp_path, capsys):
+    queries = write(tmp_path / "q.jsonl", ROWS[:3])
+    assert main(["run", str(small_kb), str(queries)]) == 2
+    assert "needs answerable and unanswerable questions" in capsys.readouterr().err
