@@ -24,12 +24,14 @@ def rewrite_rules(p: Mapping) -> RewriteRules:
 
 
 def hybrid_config(p: Mapping) -> HybridConfig:
-    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor."""
+    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor, phonetic list."""
     r = p["retrieval"]
     return HybridConfig(rrf_k=int(r["rrf_k"]), depth=int(r["depth"]),
                         weights=(float(r["weight_dense"]), float(r["weight_bm25"])),
                         stopwords=frozenset(r["stopwords"] or ()) if r["use_stopwords"] else frozenset(),
-                        min_token_len=int(r["min_token_len"]), bm25_floor=float(r["bm25_floor"]))
+                        min_token_len=int(r["min_token_len"]), bm25_floor=float(r["bm25_floor"]),
+                        phonetic_weight=float(r["phonetic_weight"]), phonetic_encoder=str(r["phonetic_encoder"]),
+                        phonetic_ngram=int(r["phonetic_ngram"]))
 
 
 def verify_rules(p: Mapping) -> VerifyRules:

@@ -78,7 +78,8 @@ def test_stopwords_keep_function_words_of_a_garbled_transcript_out_of_the_fusion
 
 def test_unquoted_yaml_on_off_yes_no_are_refused():
     retrieval = {"rrf_k": 10, "depth": 20, "weight_dense": 1.0, "weight_bm25": 2.0, "use_stopwords": True,
-                 "min_token_len": 1, "bm25_floor": 0.0}
+                 "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
+                 "phonetic_encoder": "metaphone", "phonetic_ngram": 3}
     unquoted = yaml.safe_load("[the, on, off, yes, no]")
     assert unquoted == ["the", True, False, True, False]  # YAML 1.1 booleans
     with pytest.raises(ValueError, match="stopwords must be strings, got False, True"):
