@@ -7,8 +7,9 @@ with one line naming the file and line.
 ``python -m rag ask "질문" [--track ko|voice]``: answer one question (track detected by Hangul
 characters when not given) and print the answer, its citations and the retrieved passages.
 Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, prompt ``ko_gen.cli_prompt``,
-``ko_gen.cli_top_k`` passages, `rag.ko_answer`. Voice: the clinic KB (`rag.search.default_index`),
-tau from metrics/voice/threshold.json (0 if absent), `rag.answer`.
+``ko_gen.cli_top_k`` passages, `rag.ko_answer`. Voice: the clinic KB (fixtures/voice/kb, indexed with
+params' hybrid config), the gate of ``abstain.signal`` with tau from metrics/voice/threshold.json
+(0 if absent), `rag.answer`.
 ``python -m rag compare``: print the retrieval compare tables (metrics/ko/retrieval.md,
 metrics/voice/compare.md) that exist.
 """
@@ -117,28 +118,36 @@ def _ask_ko(question: str, p: dict) -> int:
 
 
 def _ask_voice(question: str, p: dict) -> int:
-    from rag import config
+    """The voice answer path for one typed question: rewrite, gate (abstain.signal, the combined model
+    fitted on the clinic fixture as in the chain, tau from metrics/voice/threshold.json), answer, verify."""
+    from rag import abstain, config
     from rag.answer import answer_row, decide
     from rag.chunk import load_kb
-    from rag.embed import get_embedder
-    from rag.evaluate import top1_cosine
+    from rag.evaluate import embed_texts
     from rag.pipeline import llm_url
+    from rag.queries import load_queries, rewrite_queries
     from rag.rewrite import rewrite
-    from rag.search import DEFAULT_KB, default_index
+    from rag.search import DEFAULT_KB, PassageIndex
 
     tau_file = Path("metrics/voice/threshold.json")
     tau = json.loads(tau_file.read_text(encoding="utf-8"))["tau"] if tau_file.is_file() else 0.0
     settings = config.answer_settings(p, tau)
-    index, kb = default_index(), load_kb(DEFAULT_KB)
-    question = rewrite(question, None, config.rewrite_rules(p))
-    vector = get_embedder().embed_one(question)
-    score = top1_cosine(index, {"cli": vector})["cli"]
+    index, kb = PassageIndex.from_folder(DEFAULT_KB, config.hybrid_config(p)), load_kb(DEFAULT_KB)
+    rules = config.rewrite_rules(p)
+    fixture = load_queries(p["voice"]["queries"])
+    texts = {**rewrite_queries(fixture, rules), "cli": rewrite(question, None, rules)}
+    vectors = embed_texts(texts)
+    feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
+    signal = p["abstain"]["signal"]
+    model = abstain.fit_combined([feats[q["id"]] for q in fixture], [q["answerable"] for q in fixture],
+                                 int(p["abstain"]["seed"])) if signal == "combined" else None
+    score = abstain.signal_scores(signal, {"cli": feats["cli"]}, model)["cli"]
     with llm_url(p) as url:
-        row = answer_row("cli", question, index, vector, score, settings, kb, url)
-    final = decide(row, kb, vector, settings, config.verify_rules(p))
+        row = answer_row("cli", texts["cli"], index, vectors["cli"], score, settings, kb, url)
+    final = decide(row, kb, vectors["cli"], settings, config.verify_rules(p))
     print(f"answer: {final['say']}")
     print(f"source: {final['source']}")
-    print(f"status: {final['status']} ({final['reason']}); top-1 cosine {score:.3f}, tau {tau:.3f}")
+    print(f"status: {final['status']} ({final['reason']}); gate {signal} {score:.3f}, tau {tau:.3f}")
     for doc in row["retrieved"]:
         print(f"\n[{doc}]\n{kb[doc]}")
     return 0

@@ -220,7 +220,8 @@ def span_match(answer: str | None, golds: Sequence[str]) -> bool:
 def hallucinated(answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
                  gold_excluded: bool) -> bool:
     """Hallucination: a non-abstaining answer in the gold-excluded condition, or one with a key term
-    absent from its cited passages (no valid cited passage: every key term counts as absent).
+    absent from its cited passages (no valid cited passage: every key term counts as absent; an
+    answer with no key term at all, e.g. "네", counts too: nothing in it is grounded).
     None (no answer) and the abstention sentence are not hallucinations."""
     if answer is None or is_abstention(answer):
         return False

@@ -224,3 +224,19 @@ def test_cli_compare_prints_tables(capsys, monkeypatch):
         pytest.skip("metrics/ko/retrieval.md not built")
     assert main(["compare"]) == 0
     assert "== metrics/ko/retrieval.md\nKorQuAD 1.0 dev" in capsys.readouterr().out
+
+
+def test_cli_ask_voice_track_gates_and_verifies(capsys, monkeypatch):
+    from conftest import ROOT
+
+    from rag.__main__ import main
+
+    monkeypatch.chdir(ROOT)
+    reply = json.dumps({"answer": "On Saturday we are open from 9 a.m. to 1 p.m.", "source": "kb-hours"})
+    with Stub(reply) as stub:
+        assert main(["ask", "what time do you open on saturday", "--llm-url", stub.url]) == 0
+        assert main(["ask", "who won the football game last night", "--track", "voice", "--llm-url", stub.url]) == 0
+    out = capsys.readouterr().out
+    assert "answer: On Saturday we are open from 9 a.m. to 1 p.m.\nsource: kb-hours\nstatus: llm (verified)" in out
+    assert "source: none\nstatus: refused (below_tau)" in out
+    assert len(stub.requests) == 1            # the refused question never reached the model
