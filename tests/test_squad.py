@@ -113,7 +113,6 @@ def test_split_queries_follow_their_article_and_qrels_stay_on_the_same_side():
         assert all(article_of[pid] == 0 for pid in ds.qrels[q["_id"]])
 
 
-@pytest.mark.skipif(not KORQUAD.is_file(), reason="KorQuAD 1.0 dev not present")
 def test_korquad_dev_conversion_and_split_have_no_leakage():
     ds = load_squad(KORQUAD)
     assert len(ds.articles) == 140
