@@ -3,6 +3,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DVC_NO_ANALYTICS := 1
 export HF_HUB_OFFLINE := 1
+# DVC runs each stage's `python` from PATH: make it the project's venv.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: repro test
 

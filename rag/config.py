@@ -35,10 +35,11 @@ def hybrid_config(p: Mapping) -> HybridConfig:
 
 
 def verify_rules(p: Mapping) -> VerifyRules:
-    """``p["verify"]``: slots, groups, negations, answer_types."""
+    """``p["verify"]``: slots, groups, negations, answer_types, function_words, min_coverage."""
     v = p["verify"]
     return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
-                       negations=tuple(v["negations"]), answer_types=dict(v["answer_types"]))
+                       negations=tuple(v["negations"]), answer_types=dict(v["answer_types"]),
+                       function_words=tuple(v["function_words"]), min_coverage=float(v["min_coverage"]))
 
 
 def answer_settings(p: Mapping, tau: float) -> AnswerSettings:

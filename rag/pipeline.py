@@ -59,7 +59,8 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
     for form, texts in forms.items():
         vectors = embed_texts(texts)
         runs = doc_runs(index, texts, mode, vectors)
-        metrics[form] = retrieval_metrics(queries, runs, ks)
+        # retrieval.json names: recall_at_1, mrr_at_10, ... (the compare tables keep "recall@1").
+        metrics[form] = {k.replace("@", "_at_"): v for k, v in retrieval_metrics(queries, runs, ks).items()}
         for qid, cos in top1_cosine(index, vectors).items():
             rows[qid]["raw_top" if form == "raw" else "top"] = [d for d, _ in runs[qid][:3]]
             rows[qid]["raw_score" if form == "raw" else "top1"] = round(cos, 6)

@@ -37,6 +37,8 @@ class VerifyRules:
     prefixes of plurals ("flu shot" matches "flu shots"). groups: a value that covers others
     ("weekday" covers monday..friday), so a Monday question agrees with a weekday sentence.
     negations: words that make a sentence or answer negative.
+    function_words / min_coverage: at least ``min_coverage`` of the answer's content words (not
+    function words, not numbers) must appear in its supporting sentence.
     answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
     regex an answering sentence matches ("3 business days"); used to pick extractive sentences.
     """
@@ -51,6 +53,15 @@ class VerifyRules:
     })
     negations: Sequence[str] = ("not", "no", "never", "closed", "cannot", "cant", "dont", "doesnt",
                                 "wont", "isnt", "arent", "unavailable")
+    function_words: Sequence[str] = (
+        "a", "an", "the", "and", "or", "but", "of", "at", "by", "for", "with", "about", "to", "from", "in",
+        "on", "off", "out", "up", "do", "does", "did", "is", "are", "was", "were", "be", "been", "have",
+        "has", "had", "can", "could", "will", "would", "should", "may", "might", "must", "i", "me", "my",
+        "you", "your", "we", "our", "us", "it", "its", "they", "them", "their", "this", "that", "these",
+        "those", "what", "which", "who", "when", "where", "why", "how", "there", "here", "yes", "no",
+        "not", "also", "just", "please", "half", "past", "quarter", "morning", "afternoon", "evening",
+        "noon", "midnight", "am", "pm")
+    min_coverage: float = 0.5
     answer_types: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: {
         "duration": {"cues": ["how long", "how soon", "how many days", "be ready", "when will"],
                      "pattern": r"\b\d+ (?:to \d+ )?(?:business )?(?:minute|hour|day|week|month)s?\b"},
@@ -161,8 +172,10 @@ def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
     return bool(set(normalise(text)) & set(rules.negations))
 
 
-def _content(text: str) -> set[str]:
-    return {w for w in _stem_words(text) if len(w) > 2}
+def _content(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> set[str]:
+    """Content words: stemmed, no function words, no numbers."""
+    stop = set(rules.function_words)
+    return {w for w in _stem_words(text) if w not in stop and not any(c.isdigit() for c in w)}
 
 
 def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, str],
@@ -189,11 +202,16 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
     candidates = [s for s in sentences if claims <= number_facts(s, rewrite_rules)]
     if not candidates:
         return False, "numbers_split_across_sentences"
-    words = _content(answer) | _content(query or "")
-    # The supporting sentence: one that agrees with the query's slots first, then the most shared words.
-    support = max(candidates, key=lambda s: (query is None or slots_conflict(query, s, rules) is None,
-                                             len(words & _content(s))))
-    if not claims and not (_content(answer) & _content(support)) and not _is_yes_no(answer):
+    # A sentence naming another day or service than the answer itself cannot support it.
+    agreeing = [s for s in candidates if slots_conflict(answer, s, rules) is None]
+    if not agreeing:
+        return False, f"wrong_{slots_conflict(answer, candidates[0], rules)}"
+    own = _content(answer, rules)
+    asked = _content(query or "", rules)
+    # The supporting sentence: agrees with the query's slots, then shares most of the answer's words.
+    support = max(agreeing, key=lambda s: (query is None or slots_conflict(query, s, rules) is None,
+                                           len(own & _content(s, rules)), len(asked & _content(s, rules))))
+    if own and len(own & _content(support, rules)) < rules.min_coverage * len(own):
         return False, "no_supporting_sentence"
     if query is not None:
         slot = slots_conflict(query, support, rules)
@@ -202,8 +220,3 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
     if is_negative(support, rules) != is_negative(answer, rules):
         return False, "polarity"
     return True, "ok"
-
-
-def _is_yes_no(answer: str) -> bool:
-    words = normalise(answer)
-    return bool(words) and words[0] in ("yes", "no")

@@ -39,7 +39,7 @@ def test_cli_runs_on_a_new_kb(small_kb, tmp_path, capsys):
     assert said["a1"]["reason"] == "llm_schema_violation"  # answer.mode choose: not an offered sentence
     assert "3 business days" in said["a1"]["say"]
     assert said["a3"]["say"] == "We are closed on Sunday."
-    assert out["retrieval"]["rewritten"]["recall@1"] == 1.0
+    assert out["retrieval"]["rewritten"]["recall_at_1"] == 1.0
 
 
 def test_missing_field_names_file_and_line(small_kb, tmp_path, capsys):

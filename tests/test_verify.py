@@ -73,8 +73,9 @@ def test_params_verify_rules_match_library_defaults(params):
     from rag.verify import DEFAULT_VERIFY
 
     v = verify_rules(params)
-    assert (v.negations, v.groups, v.answer_types) == (tuple(DEFAULT_VERIFY.negations), DEFAULT_VERIFY.groups,
-                                                       DEFAULT_VERIFY.answer_types)
+    assert (v.negations, v.groups, v.answer_types, v.function_words, v.min_coverage) == (
+        tuple(DEFAULT_VERIFY.negations), DEFAULT_VERIFY.groups, DEFAULT_VERIFY.answer_types,
+        tuple(DEFAULT_VERIFY.function_words), DEFAULT_VERIFY.min_coverage)
     assert "no" in v.negations  # YAML 1.1 would read an unquoted no as False
 
 
@@ -85,3 +86,16 @@ def test_answer_type_match():
     assert answer_type_match("how long does a refill take", "Ask your pharmacy.") is False
     assert answer_type_match("how much is a flu shot", "A flu shot costs $30.") is True
     assert answer_type_match("is parking free", "Parking is free.") is None
+
+
+def test_answers_the_seed_let_through_are_caught():
+    # Found by a tester with a fake LLM in free mode: plausible, grounded-looking, wrong.
+    q = "what time do you open on saturday"
+    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, q) == (False, "wrong_day")
+    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, "are you open on sunday") == (False, "polarity")
+    assert verify("We are open on Sunday.", "kb-hours", ALL, KB) == (False, "polarity")
+    kb = dict(KB, **{"kb-hours": KB["kb-hours"] + " The nurse line is staffed 24 hours a day."})
+    assert verify("We are open 24 hours on Sunday and every visit is free.", "kb-hours", ALL, kb, q) == \
+        (False, "no_supporting_sentence")
+    assert verify("On Saturday we open at 9 a.m.", "kb-hours", ALL, KB, "are you open on sunday") == \
+        (False, "wrong_day")
