@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -52,25 +53,35 @@ def main(argv: list[str] | None = None) -> int:
     from rag.io import InputError
     from rag.pipeline import run_chain
 
+    # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         with open(args.params, encoding="utf-8") as f:
             p = yaml.safe_load(f)
     except OSError as e:
         print(f"error: {args.params}: {e.strerror}", file=sys.stderr)
         return 2
-    if args.llm_url:
-        p["llm"]["url"] = args.llm_url
-    if args.command == "ask":
-        track = args.track or ("ko" if _HANGUL.search(args.question) else "voice")
-        try:
-            return _ask_ko(args.question, p) if track == "ko" else _ask_voice(args.question, p)
-        except InputError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+    except yaml.YAMLError as e:
+        print(f"error: {args.params}: invalid YAML ({str(e).splitlines()[0]})", file=sys.stderr)
+        return 2
+    if not isinstance(p, dict):
+        print(f"error: {args.params}: expected a mapping of sections (see params.yaml)", file=sys.stderr)
+        return 2
     try:
+        if args.llm_url:
+            p["llm"]["url"] = args.llm_url
+        if args.command == "ask":
+            track = args.track or ("ko" if _HANGUL.search(args.question) else "voice")
+            return _ask_ko(args.question, p) if track == "ko" else _ask_voice(args.question, p)
         result = run_chain(args.kb, args.queries, p)
     except (InputError, ThresholdError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyError as e:
+        print(f"error: {args.params}: missing key {e}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as e:
+        print(f"error: {args.params}: bad value ({e})", file=sys.stderr)
         return 2
     if not args.answers:
         result.pop("answers")
@@ -130,7 +141,11 @@ def _ask_voice(question: str, p: dict) -> int:
     from rag.search import DEFAULT_KB, PassageIndex
 
     tau_file = Path("metrics/voice/threshold.json")
-    tau = json.loads(tau_file.read_text(encoding="utf-8"))["tau"] if tau_file.is_file() else 0.0
+    if not tau_file.is_file():
+        from rag.io import InputError
+
+        raise InputError(f"{tau_file}: not found; the voice gate needs tau (run dvc repro from the repo root)")
+    tau = json.loads(tau_file.read_text(encoding="utf-8"))["tau"]
     settings = config.answer_settings(p, tau)
     index, kb = PassageIndex.from_folder(DEFAULT_KB, config.hybrid_config(p)), load_kb(DEFAULT_KB)
     rules = config.rewrite_rules(p)

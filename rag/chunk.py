@@ -27,8 +27,8 @@ def chunk_document(doc: str, text: str) -> list[Passage]:
 def chunk_folder(folder: str | Path) -> list[Passage]:
     """Passages of every ``*.md`` file in ``folder``, files in name order; doc = file stem.
 
-    Raises InputError if the folder is missing, holds no .md file, or yields no passage at all
-    (for example heading-only files).
+    Raises InputError if the folder is missing, holds no .md file, has a .md that is not a
+    readable UTF-8 file, or yields no passage at all (for example heading-only files).
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -38,6 +38,8 @@ def chunk_folder(folder: str | Path) -> list[Passage]:
         raise InputError(f"{folder}: no .md files")
     passages = []
     for f in files:
+        if not f.is_file():
+            raise InputError(f"{f}: not a readable file (a folder or a broken link)")
         try:
             text = f.read_text(encoding="utf-8")
         except UnicodeDecodeError as e:

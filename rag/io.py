@@ -23,20 +23,23 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
         raise InputError(f"{path}: file not found")
     rows = []
     required = list(required)
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{path}:{n}: expected a JSON object")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise InputError(f"{path}:{n}: missing field(s) {', '.join(missing)}")
-            rows.append(row)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{n}: expected a JSON object")
+        missing = [k for k in required if k not in row]
+        if missing:
+            raise InputError(f"{path}:{n}: missing field(s) {', '.join(missing)}")
+        rows.append(row)
     return rows
 
 

@@ -22,7 +22,7 @@ SYSTEM_PROMPT = (
 )
 
 # Reason codes a failed call can carry (reported as counts in the final metrics).
-ERRORS = ("unreachable", "connection_lost", "timeout", "http_error", "truncated", "invalid_json",
+ERRORS = ("unreachable", "connection_lost", "timeout", "http_error", "bad_stream", "truncated", "invalid_json",
           "schema_violation", "source_not_in_enum", "citation_not_in_enum")
 
 
@@ -180,10 +180,17 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                 if data.strip() == b"[DONE]":
                     break
                 chunk = json.loads(data)
-                if "timings" in chunk:
+                choices = chunk.get("choices") if isinstance(chunk, dict) else None
+                if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                    reply.error, reply.detail = "bad_stream", f"malformed chunk {data[:100]!r}"
+                    return _done(reply, start)
+                if isinstance(chunk.get("timings"), dict):
                     reply.timings = chunk["timings"]
-                for choice in chunk.get("choices", []):
+                for choice in choices:
                     piece = (choice.get("delta") or {}).get("content")
+                    if piece is not None and not isinstance(piece, str):
+                        reply.error, reply.detail = "bad_stream", f"content is {type(piece).__name__}"
+                        return _done(reply, start)
                     if piece:
                         if reply.first_token_ms is None:
                             reply.first_token_ms = (time.perf_counter() - start) * 1000

@@ -60,20 +60,29 @@ class LocalServer:
              str(self.n_ctx), str(self.threads)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if requests.get(self.url + "/health", timeout=1).json().get("status") == "ok":
-                    return self
-            except (requests.RequestException, ValueError):
-                pass
-            time.sleep(0.2)
+        try:
+            if self._wait_healthy():
+                return self
+        except BaseException:  # Ctrl-C or SIGTERM while starting: never leave the child behind
+            self.stop()
+            raise
         code = self.proc.poll()
         self.stop()
         raise RuntimeError(f"llama.cpp server on {self.url} not healthy "
                            f"({'exited with ' + str(code) if code is not None else 'timed out'})")
+
+    def _wait_healthy(self) -> bool:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if requests.get(self.url + "/health", timeout=1).json().get("status") == "ok":
+                    return True
+            except (requests.RequestException, ValueError):
+                pass
+            time.sleep(0.2)
+        return False
 
     @property
     def pid(self) -> int | None:
@@ -110,10 +119,12 @@ def _serve(model: str, port: int, n_ctx: int, threads: int) -> None:
     p.cpuparams_batch.n_threads = threads
     p.hostnames = ["127.0.0.1"]
     p.port = port
+    parent = os.getppid()
     server = Server(p)  # serves HTTP on its own threads  # noqa: F841
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    while True:
-        time.sleep(3600)
+    while os.getppid() == parent:  # the parent died (even by SIGKILL): do not outlive it
+        time.sleep(1)
+    os._exit(0)
 
 
 if __name__ == "__main__":

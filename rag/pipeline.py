@@ -16,7 +16,7 @@ from rag.answer import answer_row, decide
 from rag.chunk import load_kb
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
 from rag.gate import ThresholdError, choose_tau
-from rag.queries import load_queries, raw_queries, rewrite_queries
+from rag.queries import check_against_kb, load_queries, raw_queries, rewrite_queries
 from rag.scoring import final_metrics
 from rag.search import PassageIndex
 
@@ -47,10 +47,12 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
                   ks: Sequence[int] = (1, 3, 5, 10)) -> tuple[list[dict], dict]:
     """Search with the raw and the rewritten transcript in ``retrieval.mode``.
 
-    Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, top1, score}``,
+    Raises InputError (`rag.queries.check_against_kb`) for gold names not in the KB or no
+    answerable query. Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, top1, score}``,
     metrics ``{"raw": {...}, "rewritten": {...}}``); ``raw_score`` / ``top1`` are the raw and
     rewritten top-1 cosines, ``score`` is the gate's signal (`gate_scores`) of the rewritten query.
     """
+    check_against_kb(queries, {x.doc for x in index.passages})
     mode = p["retrieval"]["mode"]
     forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, config.rewrite_rules(p))}
     rows = {q["id"]: {"id": q["id"], "answerable": q["answerable"], "query": forms["rewritten"][q["id"]]}

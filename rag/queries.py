@@ -16,6 +16,8 @@ def load_queries(path: str | Path) -> list[dict]:
     context that is not the id of an EARLIER query.
     """
     rows = read_jsonl(path, required=FIELDS)
+    if not rows:
+        raise InputError(f"{path}: no queries")
     seen: set[str] = set()
     line_of = _line_numbers(path)
     for row, line in zip(rows, line_of):
@@ -37,6 +39,17 @@ def load_queries(path: str | Path) -> list[dict]:
             raise InputError(f"{where}: an answerable query needs at least one relevant document")
         seen.add(row["id"])
     return rows
+
+
+def check_against_kb(queries: list[dict], docs: set[str]) -> None:
+    """Raise InputError unless some query is answerable and every ``relevant`` name is a KB document
+    (a misspelt gold name would otherwise count silently as a retrieval miss)."""
+    if not any(q["answerable"] for q in queries):
+        raise InputError("no answerable query: retrieval metrics and tau need at least one")
+    for q in queries:
+        unknown = sorted(set(q["relevant"]) - docs)
+        if unknown:
+            raise InputError(f"query {q['id']!r}: relevant document(s) {unknown} not in the KB")
 
 
 def _line_numbers(path: str | Path) -> list[int]:

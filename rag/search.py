@@ -127,6 +127,8 @@ class PassageIndex:
     def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None) -> Ranking:
         """The full ranking of one mode (hybrid: RRF over each list's top ``depth``; hybrid_phonetic: the
         same plus the phonetic list's top ``depth`` at ``phonetic_weight``)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
         if mode != "bm25" and query_vector is None:
             from rag.embed import get_embedder
 

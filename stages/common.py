@@ -34,9 +34,12 @@ def voice_index(p: dict):
 
 def main(fn) -> None:
     """Run a stage; an input error prints one line naming the file/line and exits 1."""
+    import signal
+
     from rag.gate import ThresholdError
     from rag.io import InputError
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: a started LLM server is stopped
     try:
         fn()
     except (InputError, ThresholdError) as e:

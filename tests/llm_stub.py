@@ -11,7 +11,8 @@ class Stub:
     """Serves one canned behaviour on 127.0.0.1:<free port>: ``content`` streamed in pieces,
     ``finish_reason``, an HTTP ``status``, or a ``delay_s`` before answering."""
 
-    def __init__(self, content: str = "", finish_reason: str = "stop", status: int = 200, delay_s: float = 0.0):
+    def __init__(self, content: str = "", finish_reason: str = "stop", status: int = 200, delay_s: float = 0.0,
+                 events: list[str] | None = None):
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -29,6 +30,10 @@ class Stub:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
+                if stub.events is not None:  # raw `data:` payloads, malformed ones included
+                    for e in stub.events:
+                        self.wfile.write(b"data: " + e.encode() + b"\n\n")
+                    return
                 pieces = [stub.content[i:i + 4] for i in range(0, len(stub.content), 4)]
                 for p in pieces:
                     self._event({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
@@ -41,6 +46,7 @@ class Stub:
                 self.wfile.flush()
 
         self.content, self.finish_reason, self.status, self.delay_s = content, finish_reason, status, delay_s
+        self.events = events
         self.requests: list[dict] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -80,3 +80,47 @@ def test_one_class_only_is_a_clear_error(small_kb, tmp_path, capsys):
     queries = write(tmp_path / "q.jsonl", ROWS[:3])
     assert main(["run", str(small_kb), str(queries)]) == 2
     assert "needs answerable and unanswerable questions" in capsys.readouterr().err
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("params_text, message", [
+    ("", "expected a mapping of sections"),
+    ("[a, b]", "expected a mapping of sections"),
+    ("retrieval: [a: b", "invalid YAML"),
+    ("voice: {}\n", "missing key"),
+])
+def test_bad_params_files(small_kb, tmp_path, capsys, params_text, message):
+    params = tmp_path / "p.yaml"
+    params.write_text(params_text)
+    code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "q.jsonl", ROWS)), "--params", str(params)], capsys)
+    assert code == 2 and message in err and str(params) in err
+
+
+def test_bad_param_value(small_kb, tmp_path, capsys, params):
+    import yaml
+
+    bad = dict(params, retrieval=dict(params["retrieval"], mode="bogus"))
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "q.jsonl", ROWS)), "--params", str(path)], capsys)
+    assert code == 2 and "unknown retrieval mode 'bogus'" in err
+
+
+def test_more_bad_inputs(small_kb, tmp_path, capsys):
+    queries = write(tmp_path / "q.jsonl", ROWS)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert run_cli(["run", str(small_kb), str(tmp_path / "empty.jsonl")], capsys) == (2, f"error: {tmp_path / 'empty.jsonl'}: no queries\n")
+    code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "u.jsonl", ROWS[3:]))], capsys)
+    assert code == 2 and "no answerable query" in err
+    code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "r.jsonl", [dict(ROWS[0], relevant=["kb-refils"]), ROWS[3]]))], capsys)
+    assert code == 2 and "query 'a1': relevant document(s) ['kb-refils'] not in the KB" in err
+    (tmp_path / "latin1.jsonl").write_bytes('{"id": "caf\xe9"}\n'.encode("latin-1"))
+    code, err = run_cli(["run", str(small_kb), str(tmp_path / "latin1.jsonl")], capsys)
+    assert code == 2 and "latin1.jsonl: not UTF-8 text" in err
+    (small_kb / "kb-folder.md").mkdir()
+    code, err = run_cli(["run", str(small_kb), str(queries)], capsys)
+    assert code == 2 and "kb-folder.md: not a readable file" in err

@@ -50,6 +50,9 @@ def test_verified_answer_is_said(setup):
     (dict(content='{"text": "We open at 9 a.m."}'), "schema_violation"),    # schema ignored, valid JSON
     (dict(content=reply("We open at 9 a.m.", "kb-pizza")), "source_not_in_enum"),
     (dict(content=reply("We open at 9 a.m.", "kb-hours"), delay_s=2.0), "timeout"),
+    (dict(events=["[1, 2]"]), "bad_stream"),
+    (dict(events=['{"choices": [null]}']), "bad_stream"),
+    (dict(events=['{"choices": [{"delta": {"content": 7}}]}']), "bad_stream"),
 ])
 def test_faults_fall_back(setup, stub_kwargs, error):
     with Stub(**stub_kwargs) as stub:

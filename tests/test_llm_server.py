@@ -56,3 +56,26 @@ def test_killing_the_server_mid_run_says_nothing_unverified(params, fixture_set)
     finals = [decide(r, kb, vectors[r["id"]], settings) for r in rows]
     assert {f["status"] for f in finals} <= {"extractive", "refused"}
     assert all(f["reason"].startswith("llm_") for f in finals)
+
+
+def test_server_does_not_outlive_a_killed_parent():
+    import subprocess
+    import sys
+    import time
+
+    code = ("from rag.llm_server import LocalServer; s = LocalServer().start(); print(s.pid, flush=True); "
+            "import time; time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)  # no finally, no atexit: only the child's watchdog can help
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.killpg(child, signal.SIGKILL)
+        raise AssertionError("llm server outlived its parent")
