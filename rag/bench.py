@@ -15,7 +15,10 @@ from rag.search import MODES, PassageIndex
 
 
 def summary(ms: Sequence[float]) -> dict[str, float]:
-    """``{"n", "p50", "p95"}`` of latencies in milliseconds (numpy's linear percentiles), rounded to 0.001 ms."""
+    """``{"n", "p50", "p95"}`` of latencies in milliseconds (numpy's linear percentiles), rounded to 0.001 ms;
+    p50 = p95 = 0.0 for no samples."""
+    if not len(ms):
+        return {"n": 0, "p50": 0.0, "p95": 0.0}
     return {"n": len(ms), "p50": round(float(np.percentile(ms, 50)), 3), "p95": round(float(np.percentile(ms, 95)), 3)}
 
 

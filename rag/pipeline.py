@@ -123,12 +123,9 @@ def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str
 
 def latency_metrics(answers: Sequence[dict]) -> dict:
     """p50/p95 (ms) of first-token and total LLM latency over the queries that called the model."""
-    out = {}
-    for key in ("first_token_ms", "total_ms"):
-        xs = [a[key] for a in answers if a.get(key) is not None]
-        out[key] = {"n": len(xs), "p50": round(float(np.percentile(xs, 50)), 1) if xs else 0.0,
-                    "p95": round(float(np.percentile(xs, 95)), 1) if xs else 0.0}
-    return out
+    from rag.bench import summary
+
+    return {key: summary([a[key] for a in answers if a.get(key) is not None]) for key in ("first_token_ms", "total_ms")}
 
 
 def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> dict:
