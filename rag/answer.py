@@ -5,13 +5,14 @@ retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from rag.llm import LLMReply, answer_schema, ask, build_messages
-from rag.search import PassageIndex
+from rag.chunk import Passage
+from rag.search import HybridConfig, PassageIndex
 from rag.verify import DEFAULT_VERIFY, VerifyRules, answer_type_match, slots_conflict, split_sentences, verify
 
 STATUSES = ("llm", "extractive", "refused")
@@ -32,6 +33,7 @@ class AnswerSettings:
     temperature: float = 0.0
     seed: int = 0
     model: str | None = None
+    hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
@@ -56,13 +58,16 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
 
 
 def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[str, str],
-               rules: VerifyRules = DEFAULT_VERIFY) -> tuple[str, str] | None:
+               rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
+               hybrid: HybridConfig = HybridConfig()) -> tuple[str, str] | None:
     """The retrieved sentence to read out instead of a failed answer, as ``(sentence, doc)``.
 
     Candidates are the sentences of the retrieved docs. Sentences whose slots (day, service)
     contradict the query are dropped (a Saturday question never gets the weekday sentence); among
     the rest, those holding the asked-for answer type (a duration for "how long") come first, then
-    the highest cosine with the query. None if every candidate contradicts the query.
+    the best rank of the sentences searched like passages (``mode`` and ``hybrid``, the retrieval
+    settings: in ``hybrid_phonetic`` a garbled "growing" still meets "grooming"). None if every
+    candidate contradicts the query.
     """
     from rag.embed import get_embedder
 
@@ -70,8 +75,11 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[
     if not cands:
         return None
     typed = [bool(answer_type_match(query, s, rules)) for s, _ in cands]
-    cos = get_embedder().embed([s for s, _ in cands]) @ vector
-    best = min(range(len(cands)), key=lambda i: (-typed[i], -float(cos[i]), i))
+    sentences = PassageIndex([Passage(f"{d}~{i}", d, s) for i, (s, d) in enumerate(cands)],
+                             get_embedder().embed([s for s, _ in cands]), hybrid)
+    ranked = [i for i, _ in sentences.ranking(query, mode, vector)]
+    position = {i: r for r, i in enumerate(ranked)}
+    best = min(range(len(cands)), key=lambda i: (-typed[i], position.get(i, len(cands)), i))
     return cands[best]
 
 
@@ -93,7 +101,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
         if ok:
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
                     "reason": "verified"}
-    fallback = extractive(row["query"], vector, row["retrieved"], kb, rules)
+    fallback = extractive(row["query"], vector, row["retrieved"], kb, rules, settings.mode, settings.hybrid)
     if fallback is None:
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
                 "reason": f"{reason}; no sentence agrees with the query"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import Mapping, Sequence
 
 from rag.rewrite import DEFAULT_RULES, RewriteRules, normalise
@@ -41,6 +42,10 @@ class VerifyRules:
     function words, not numbers) must appear in its supporting sentence.
     answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
     regex an answering sentence matches ("3 business days"); used to pick extractive sentences.
+    cue_similarity: a cue of two or more words also matches a query window of as many words whose
+    similarity to it (difflib ratio, 2 * matched characters / total characters) is at least this, so a
+    recogniser's "what our" still asks "what hours" (ratio 0.89); 1.0 = exact cues only. One-word
+    cues always match exactly ("fee" is not "free").
     """
 
     slots: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=lambda: {
@@ -66,10 +71,12 @@ class VerifyRules:
         "duration": {"cues": ["how long", "how soon", "how many days", "be ready", "when will"],
                      "pattern": r"\b\d+ (?:to \d+ )?(?:business )?(?:minute|hour|day|week|month)s?\b"},
         "price": {"cues": ["how much", "cost", "price", "fee"], "pattern": r"\$\d+"},
-        "time": {"cues": ["what time", "when do you open", "when do you close"],
+        "time": {"cues": ["what time", "what hours", "which hours", "how late", "when do you open",
+                          "when do you close"],
                  "pattern": r"\d+(?::\d\d)? ?[ap]\.?m\b"},
         "acceptance": {"cues": ["do you take", "do you accept", "taking", "accepted"], "pattern": r"\baccept"},
     })
+    cue_similarity: float = 0.8
 
 
 DEFAULT_VERIFY = VerifyRules()
@@ -157,11 +164,22 @@ def slots_conflict(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIF
     return None
 
 
+def cue_in(cue: str, words: Sequence[str], similarity: float = 1.0) -> bool:
+    """Whether the cue phrase occurs in the query ``words`` (normalised tokens): exactly, or for a cue
+    of two or more words as a window of as many words with difflib ratio >= ``similarity``."""
+    c = cue.split()
+    windows = [" ".join(words[i:i + len(c)]) for i in range(len(words) - len(c) + 1)]
+    if cue in windows:
+        return True
+    return len(c) > 1 and any(SequenceMatcher(None, cue, w).ratio() >= similarity for w in windows)
+
+
 def answer_type_match(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool | None:
     """Whether ``sentence`` holds what the query asks for (a duration, price, time); None if the
-    query asks for no known type."""
-    q = " " + " ".join(normalise(query)) + " "
-    wanted = [t for t in rules.answer_types.values() if any(f" {c} " in q for c in t["cues"])]
+    query asks for no known type (cues matched by `cue_in` at ``rules.cue_similarity``)."""
+    words = normalise(query)
+    wanted = [t for t in rules.answer_types.values()
+              if any(cue_in(" ".join(normalise(c)), words, rules.cue_similarity) for c in t["cues"])]
     if not wanted:
         return None
     return any(re.search(t["pattern"], sentence, re.IGNORECASE) for t in wanted)

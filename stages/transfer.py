@@ -4,6 +4,10 @@ For each signal (rag.abstain) tau is fitted on the clinic questions (rewritten t
 ``threshold.policy``/``epsilon``; the combined model is fitted on the clinic rows only. Both are then
 applied as is to the held-out vet KB, clean and noisy ASR. Writes metrics/voice/transfer.json and
 metrics/voice/transfer.md; the default signal is picked on the TRANSFER sets only.
+
+``answer_key``: what is said on every set when the LLM is down (the extractive fallback, gated by
+``abstain.signal`` at its fixture tau), scored against each question's ``facts``: the held-out check
+of the verifier's extractive pick (`rag.answer.extractive`), never tuned on.
 """
 import time
 
@@ -11,7 +15,9 @@ import time
 from common import ROOT, VOICE_METRICS, main, params
 from rag import abstain, config
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics
+from rag.chunk import load_kb
 from rag.gate import choose_tau
+from rag.pipeline import step_answer, step_final
 from rag.io import write_json, write_text
 from rag.queries import load_queries, raw_queries, rewrite_queries
 from rag.search import PassageIndex
@@ -46,12 +52,20 @@ def run():
         taus[sig] = choose_tau(scores[FIT], labels[FIT], p["threshold"]["policy"], float(p["threshold"]["epsilon"]))
         results[sig] = {n: {"auroc": round(abstain.auroc(scores[n], labels[n]), 6),
                             **abstain.refusal_metrics(scores[n], labels[n], taus[sig]["tau"])} for n in sets}
+    gate = a["signal"]
+    answer_key = {}
+    for name, (kb, qpath) in sets.items():
+        queries, docs = load_queries(ROOT / qpath), load_kb(ROOT / kb)
+        scores = abstain.signal_scores(gate, feats[name], model)
+        answers = step_answer(indexes[kb], queries, docs, p, taus[gate]["tau"], None, scores)
+        answer_key[name] = step_final(answers, queries, docs, p, taus[gate]["tau"])[1]
     best = abstain.pick_signal(results, TRANSFER, a["goal"])
     reached = [s for s in results if all(abstain.meets_goal(results[s][n], a["goal"]) for n in TRANSFER)]
     coef = dict(zip(abstain.SIGNALS, (round(float(c), 4) for c in model[-1].coef_[0])))
     out = {"policy": p["threshold"]["policy"], "epsilon": float(p["threshold"]["epsilon"]), "goal": a["goal"],
            "tau": {s: t["tau"] for s, t in taus.items()}, "signals": results, "retrieval_dense": retrieval,
            "combined_coef_standardised": coef, "best_on_transfer": best, "reaching_goal": reached,
+           "answer_key": {"signal": gate, "llm": "down (extractive fallback)", **answer_key},
            "runtime_s": round(time.perf_counter() - t0, 1)}
     write_json(VOICE_METRICS / "transfer.json", out)
     write_text(VOICE_METRICS / "transfer.md", markdown(out, list(sets)))
@@ -72,6 +86,13 @@ def markdown(out, set_names):
     for n, r in out["retrieval_dense"].items():
         lines.append(f"| {n} | {r['raw']['recall@1']:.3f} | {r['raw']['recall@3']:.3f} | "
                      f"{r['rewritten']['recall@1']:.3f} | {r['rewritten']['recall@3']:.3f} |")
+    lines += ["", f"What is said with the LLM down (extractive fallback, gate {out['answer_key']['signal']}):", "",
+              "| set | factual accuracy | grounded wrong said | unsupported said | extractive | refused |",
+              "|---|---|---|---|---|---|"]
+    for n in set_names:
+        k = out["answer_key"][n]
+        lines.append(f"| {n} | {k['factual_accuracy']:.3f} | {k['grounded_wrong_said']} | {k['unsupported_said']} | "
+                     f"{k['n_extractive']} | {k['n_refused']} |")
     g = out["goal"]
     lines += ["", f"Goal on both transfer sets: refusal P >= {g['precision']}, R >= {g['recall']}, "
               f"<= {g['max_answerable_refused']} answerable refused. Reaching it: "

@@ -103,3 +103,34 @@ def test_extractive_prefers_answer_type_then_slot(setup):
     q = "what time do you close on weekdays"
     sentence, _ = extractive(q, get_embedder().embed_one(q), ["kb-hours"], kb)
     assert sentence == "On weekdays we are open from 8:30 a.m. to 6 p.m."
+
+
+def test_extractive_reads_hours_for_a_garbled_hours_question(setup):
+    # q08's real transcript: by cosine alone the "join a video visit" sentence wins (the seed's pick).
+    from rag.answer import extractive
+    from rag.verify import VerifyRules
+
+    _, kb, _ = setup
+    q = "on what our sky do a video visit with the doctor"
+    vec = get_embedder().embed_one(q)
+    sentence, doc = extractive(q, vec, ["kb-telehealth", "kb-referrals"], kb)
+    assert (sentence, doc) == ("Video visits are available on weekdays from 9 a.m. to 4 p.m.", "kb-telehealth")
+    exact = extractive(q, vec, ["kb-telehealth"], kb, VerifyRules(cue_similarity=1.0))
+    assert exact[0].startswith("To join a video visit")
+
+
+def test_extractive_ranks_sentences_in_the_retrieval_mode():
+    # Held-out vet KB, real transcript of t19 "what time should I bring my dog in for surgery": by
+    # cosine the 10 p.m. fasting sentence wins; searched like passages (BM25 meets "surgery"), the drop-off.
+    from conftest import ROOT
+
+    from rag.answer import extractive
+    from rag.search import HybridConfig
+
+    kb = load_kb(ROOT / "fixtures" / "transfer" / "kb")
+    q = "but what time should i bring my dog in for surgery"
+    vec = get_embedder().embed_one(q)
+    hybrid = HybridConfig(rrf_k=10, weights=(1.0, 2.0), stopwords=frozenset("but what should i my in for".split()))
+    assert extractive(q, vec, ["vet-surgery"], kb, mode="dense")[0].startswith("Do not feed your pet after 10 p.m.")
+    assert extractive(q, vec, ["vet-surgery"], kb, mode="hybrid_phonetic", hybrid=hybrid)[0] == \
+        "Surgery drop-off is at 7:30 a.m."

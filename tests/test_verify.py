@@ -73,9 +73,9 @@ def test_params_verify_rules_match_library_defaults(params):
     from rag.verify import DEFAULT_VERIFY
 
     v = verify_rules(params)
-    assert (v.negations, v.groups, v.answer_types, v.function_words, v.min_coverage) == (
+    assert (v.negations, v.groups, v.answer_types, v.function_words, v.min_coverage, v.cue_similarity) == (
         tuple(DEFAULT_VERIFY.negations), DEFAULT_VERIFY.groups, DEFAULT_VERIFY.answer_types,
-        tuple(DEFAULT_VERIFY.function_words), DEFAULT_VERIFY.min_coverage)
+        tuple(DEFAULT_VERIFY.function_words), DEFAULT_VERIFY.min_coverage, DEFAULT_VERIFY.cue_similarity)
     assert "no" in v.negations  # YAML 1.1 would read an unquoted no as False
 
 
@@ -86,6 +86,21 @@ def test_answer_type_match():
     assert answer_type_match("how long does a refill take", "Ask your pharmacy.") is False
     assert answer_type_match("how much is a flu shot", "A flu shot costs $30.") is True
     assert answer_type_match("is parking free", "Parking is free.") is None
+    assert answer_type_match("what hours are you open", "We open at 9 a.m.") is True
+
+
+def test_cues_survive_recogniser_errors():
+    from rag.verify import VerifyRules, answer_type_match, cue_in
+
+    words = "on what our sky do a video visit".split()  # real ASR of "um, what hours can I do a video visit"
+    assert cue_in("what hours", words, 0.8) is True        # difflib ratio 16/18 = 0.89
+    assert cue_in("what hours", words, 1.0) is False       # exact only
+    assert cue_in("what time", words, 0.8) is False        # ratio 10/17 = 0.59
+    assert cue_in("fee", ["free"], 0.5) is False           # one-word cues never match fuzzily
+    assert cue_in("how long", ["how", "long", "is", "it"], 1.0) is True
+    sentence = "Video visits are available on weekdays from 9 a.m. to 4 p.m."
+    assert answer_type_match(" ".join(words), sentence) is True
+    assert answer_type_match(" ".join(words), sentence, VerifyRules(cue_similarity=1.0)) is None
 
 
 def test_answers_the_seed_let_through_are_caught():
