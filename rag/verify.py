@@ -78,6 +78,19 @@ class VerifyRules:
     })
     cue_similarity: float = 0.8
 
+    def __post_init__(self):
+        if not 0.0 <= self.min_coverage <= 1.0:
+            raise ValueError(f"verify.min_coverage must be in [0, 1], got {self.min_coverage}")
+        if not 0.0 < self.cue_similarity <= 1.0:
+            raise ValueError(f"verify.cue_similarity must be in (0, 1] (1 = exact cues), got {self.cue_similarity}")
+        for name, t in self.answer_types.items():
+            if not t.get("cues") or "pattern" not in t:
+                raise ValueError(f"verify.answer_types.{name} needs cues and a pattern")
+            try:
+                re.compile(t["pattern"])
+            except re.error as e:
+                raise ValueError(f"verify.answer_types.{name}.pattern is not a regex: {e}") from None
+
 
 DEFAULT_VERIFY = VerifyRules()
 

@@ -1,3 +1,7 @@
+import re
+
+import pytest
+
 from rag.verify import number_facts, split_sentences, verify
 
 KB = {
@@ -114,3 +118,16 @@ def test_answers_the_seed_let_through_are_caught():
         (False, "no_supporting_sentence")
     assert verify("On Saturday we open at 9 a.m.", "kb-hours", ALL, KB, "are you open on sunday") == \
         (False, "wrong_day")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"cue_similarity": 0.0}, "cue_similarity must be in (0, 1]"),
+    ({"min_coverage": 1.5}, "min_coverage must be in [0, 1]"),
+    ({"answer_types": {"time": {"cues": ["what time"], "pattern": "([ap]m"}}}, "time.pattern is not a regex"),
+    ({"answer_types": {"time": {"cues": [], "pattern": "pm"}}}, "time needs cues and a pattern"),
+])
+def test_bad_verify_rules_are_named(bad, message):
+    from rag.verify import VerifyRules
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        VerifyRules(**bad)
