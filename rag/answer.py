@@ -6,14 +6,15 @@ retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from rag.llm import LLMReply, answer_schema, ask, build_messages
 from rag.chunk import Passage
 from rag.search import HybridConfig, PassageIndex
-from rag.verify import DEFAULT_VERIFY, VerifyRules, answer_type_match, slots_conflict, split_sentences, verify
+from rag.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, slots_conflict,
+                        split_sentences, verify)
 
 STATUSES = ("llm", "extractive", "refused")
 
@@ -34,6 +35,7 @@ class AnswerSettings:
     seed: int = 0
     model: str | None = None
     hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
+    min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
@@ -57,30 +59,55 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
                temperature=settings.temperature, seed=settings.seed, model=settings.model)
 
 
+def candidate_sentences(query: str, docs: Sequence[str], kb: Mapping[str, str],
+                        rules: VerifyRules = DEFAULT_VERIFY) -> list[tuple[str, str]]:
+    """``(sentence, doc)`` of every sentence of ``docs`` (in order) whose slots (day, service) do not
+    contradict the query: a Saturday question never gets the weekday sentence."""
+    return [(s, d) for d in docs for s in split_sentences(kb[d]) if not slots_conflict(query, s, rules)]
+
+
+def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,
+                  rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
+                  hybrid: HybridConfig = HybridConfig()) -> int:
+    """Index of the sentence to read out: those holding the asked-for answer type (a duration for
+    "how long", `rag.verify.asked_types`) first, then the best rank when the sentences are searched
+    like passages (``mode`` and ``hybrid``, the retrieval settings: in ``hybrid_phonetic`` BM25 and the
+    sound-alike list vote, not cosine alone); ties by position.
+
+    vector: (384,) unit query embedding; vectors: (len(sentences), 384) unit sentence embeddings.
+    Raises ValueError for no sentences.
+    """
+    if not sentences:
+        raise ValueError("no sentences to pick from")
+    types = asked_types(query, rules)
+    typed = [bool(types) and holds_answer_type(s, types, rules) for s in sentences]
+    index = PassageIndex([Passage(str(i), str(i), s) for i, s in enumerate(sentences)], vectors, hybrid)
+    position = {i: r for r, (i, _) in enumerate(index.ranking(query, mode, vector))}
+    return min(range(len(sentences)), key=lambda i: (-typed[i], position.get(i, len(sentences)), i))
+
+
+class Extract(NamedTuple):
+    """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1])."""
+
+    sentence: str
+    doc: str
+    cosine: float
+
+
 def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[str, str],
                rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
-               hybrid: HybridConfig = HybridConfig()) -> tuple[str, str] | None:
-    """The retrieved sentence to read out instead of a failed answer, as ``(sentence, doc)``.
-
-    Candidates are the sentences of the retrieved docs. Sentences whose slots (day, service)
-    contradict the query are dropped (a Saturday question never gets the weekday sentence); among
-    the rest, those holding the asked-for answer type (a duration for "how long") come first, then
-    the best rank of the sentences searched like passages (``mode`` and ``hybrid``, the retrieval
-    settings: in ``hybrid_phonetic`` a garbled "growing" still meets "grooming"). None if every
-    candidate contradicts the query.
-    """
+               hybrid: HybridConfig = HybridConfig()) -> Extract | None:
+    """The retrieved sentence to read out instead of a failed answer: `pick_sentence` over
+    `candidate_sentences`. None if every candidate contradicts the query."""
     from rag.embed import get_embedder
 
-    cands = [(s, d) for d in docs for s in split_sentences(kb[d]) if not slots_conflict(query, s, rules)]
+    cands = candidate_sentences(query, docs, kb, rules)
     if not cands:
         return None
-    typed = [bool(answer_type_match(query, s, rules)) for s, _ in cands]
-    sentences = PassageIndex([Passage(f"{d}~{i}", d, s) for i, (s, d) in enumerate(cands)],
-                             get_embedder().embed([s for s, _ in cands]), hybrid)
-    ranked = [i for i, _ in sentences.ranking(query, mode, vector)]
-    position = {i: r for r, i in enumerate(ranked)}
-    best = min(range(len(cands)), key=lambda i: (-typed[i], position.get(i, len(cands)), i))
-    return cands[best]
+    sentences = [s for s, _ in cands]
+    vectors = get_embedder().embed(sentences)
+    best = pick_sentence(query, vector, sentences, vectors, rules, mode, hybrid)
+    return Extract(*cands[best], round(float(vectors[best] @ vector), 6))
 
 
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
@@ -88,8 +115,10 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
 
     A gated row says the refusal; an LLM answer that passes `rag.verify.verify` is said as is;
-    anything else is replaced by `extractive` (or the refusal if no sentence is safe). ``reason``
-    records why (the LLM error code or the verifier's reason).
+    anything else is replaced by `extractive`, or by the refusal when no sentence agrees with the query
+    or the best one's cosine is below ``settings.min_sentence_cosine`` (a weak pick is more often
+    wrong than right: see metrics/heysquad/answer.json). ``reason`` records why (the LLM error code
+    or the verifier's reason, then the fallback's).
     """
     if row["gated"]:
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
@@ -102,10 +131,12 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
                     "reason": "verified"}
     fallback = extractive(row["query"], vector, row["retrieved"], kb, rules, settings.mode, settings.hybrid)
-    if fallback is None:
+    if fallback is None or fallback.cosine < settings.min_sentence_cosine:
+        why = "no sentence agrees with the query" if fallback is None else "sentence_below_min_cosine"
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
-                "reason": f"{reason}; no sentence agrees with the query"}
-    return {"id": row["id"], "say": fallback[0], "source": fallback[1], "status": "extractive", "reason": reason}
+                "reason": f"{reason}; {why}"}
+    return {"id": row["id"], "say": fallback.sentence, "source": fallback.doc, "status": "extractive",
+            "reason": reason}
 
 
 def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,

@@ -35,12 +35,11 @@ def hybrid_config(p: Mapping) -> HybridConfig:
 
 
 def verify_rules(p: Mapping) -> VerifyRules:
-    """``p["verify"]``: slots, groups, negations, answer_types, cue_similarity, function_words, min_coverage."""
+    """``p["verify"]``: slots, groups, negations, answer_types, function_words, min_coverage."""
     v = p["verify"]
     return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
                        negations=tuple(v["negations"]), answer_types=dict(v["answer_types"]),
-                       function_words=tuple(v["function_words"]), min_coverage=float(v["min_coverage"]),
-                       cue_similarity=float(v["cue_similarity"]))
+                       function_words=tuple(v["function_words"]), min_coverage=float(v["min_coverage"]))
 
 
 def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
@@ -50,4 +49,5 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
                           refusal=a["refusal"], answer_mode=a["mode"], max_len=int(a["max_len"]),
                           max_tokens=int(llm["max_tokens"]), timeout_s=float(llm["timeout_s"]),
                           temperature=float(llm["temperature"]), seed=int(llm["seed"]),
-                          model=llm.get("model") or None, hybrid=hybrid_config(p))
+                          model=llm.get("model") or None, hybrid=hybrid_config(p),
+                          min_sentence_cosine=float(a["min_sentence_cosine"]))

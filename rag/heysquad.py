@@ -11,9 +11,13 @@ import random
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from rag.chunk import Passage
 from rag.io import InputError
-from rag.squad import load_squad
+from rag.search import HybridConfig
+from rag.squad import load_answers, load_squad
+from rag.verify import VerifyRules
 
 SOURCES = {"typed": "dev-common-original-1002.json",
            "human": "dev-common-human-transcribed-1002.json",
@@ -24,7 +28,8 @@ def load_heysquad(folder: str | Path) -> tuple[list[dict], list[dict]]:
     """Read the three files of ``folder`` (names in ``SOURCES``) into ``(passages, queries)``.
 
     passages: ``{"_id", "title", "text", "article"}`` in file order. queries: ``{"id", "relevant":
-    [passage id], "answerable": True, "typed", "human", "machine"}`` (the three question texts), in file order.
+    [passage id], "answerable": True, "typed", "human", "machine", "answers"}`` (the three question texts
+    and the typed file's gold answer strings), in file order.
     Raises InputError naming the file when a file is missing or malformed, or when the spoken files'
     passages, question ids or gold paragraphs differ from the typed file's.
     """
@@ -38,8 +43,9 @@ def load_heysquad(folder: str | Path) -> tuple[list[dict], list[dict]]:
         if [q["_id"] for q in s.queries] != [q["_id"] for q in typed.queries] or s.qrels != typed.qrels:
             raise InputError(f"{where}: question ids or their paragraphs differ from {SOURCES['typed']}")
     texts = {name: [q["text"] for q in s.queries] for name, s in sets.items()}
+    answers = load_answers(folder / SOURCES["typed"])
     queries = [{"id": q["_id"], "relevant": list(typed.qrels[q["_id"]]), "answerable": True,
-                **{name: texts[name][i] for name in SOURCES}}
+                **{name: texts[name][i] for name in SOURCES}, "answers": answers[q["_id"]]}
                for i, q in enumerate(typed.queries)]
     return typed.passages, queries
 
@@ -80,3 +86,49 @@ def asr_penalty(matrix: Mapping[str, Mapping[str, Mapping[str, Mapping[str, floa
     return {form: {mode: round((m[metric] - matrix[spoken][form][mode][metric]) / m[metric], 6)
                    for mode, m in by_mode.items()}
             for form, by_mode in typed.items()}
+
+
+def sentence_picks(queries: Sequence[dict], texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],
+                   docs: Mapping[str, Sequence[str]], kb: Mapping[str, str],
+                   sentence_vectors: Mapping[str, np.ndarray], rules: VerifyRules, mode: str,
+                   hybrid: HybridConfig) -> list[dict]:
+    """The extractive fallback's pick for every query, scored against SQuAD's gold answer spans.
+
+    For each query, the sentences of ``docs[id]`` (`rag.answer.candidate_sentences`) are ranked by
+    `rag.answer.pick_sentence` with the (384,) query vector ``vectors[id]`` and the sentences' rows of
+    ``sentence_vectors`` (``{sentence: (384,) unit vector}``). Returns one row per query, in order:
+    ``{"id", "hit": the pick contains a gold answer (case-insensitive substring), "cosine": the pick's
+    cosine with the query, "ceiling": some candidate contains one, "typed": the query asks for a known
+    answer type (`rag.verify.asked_types`)}``; a query without candidates has hit False, cosine -1.
+    """
+    from rag.answer import candidate_sentences, pick_sentence
+    from rag.verify import asked_types
+
+    rows = []
+    for q in queries:
+        text, gold, v = texts[q["id"]], [a.lower() for a in q["answers"]], vectors[q["id"]]
+        cands = [s for s, _ in candidate_sentences(text, docs[q["id"]], kb, rules)]
+        holds = [any(a in s.lower() for a in gold) for s in cands]
+        row = {"id": q["id"], "hit": False, "cosine": -1.0, "ceiling": any(holds),
+               "typed": bool(asked_types(text, rules))}
+        if cands:
+            matrix = np.stack([sentence_vectors[s] for s in cands])
+            best = pick_sentence(text, v, cands, matrix, rules, mode, hybrid)
+            row.update(hit=holds[best], cosine=float(matrix[best] @ v))
+        rows.append(row)
+    return rows
+
+
+def selective_accuracy(picks: Sequence[dict], min_cosine: float) -> dict[str, float]:
+    """Picks said only when their cosine is >= ``min_cosine`` (`rag.answer.AnswerSettings.min_sentence_cosine`).
+
+    Returns ``said`` (share of queries said), ``hit_said`` / ``hit_refused`` (share of said / refused picks
+    holding a gold answer; 0.0 when none) and ``wrong_said`` / ``right_refused`` (counts).
+    """
+    said = [p for p in picks if p["cosine"] >= min_cosine]
+    refused = [p for p in picks if p["cosine"] < min_cosine]
+    def share(rows):
+        return round(sum(p["hit"] for p in rows) / len(rows), 6) if rows else 0.0
+    return {"said": round(len(said) / len(picks), 6) if picks else 0.0, "hit_said": share(said),
+            "hit_refused": share(refused), "wrong_said": sum(not p["hit"] for p in said),
+            "right_refused": sum(p["hit"] for p in refused)}

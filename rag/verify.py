@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from typing import Mapping, Sequence
 
 from rag.rewrite import DEFAULT_RULES, RewriteRules, normalise
@@ -42,10 +41,6 @@ class VerifyRules:
     function words, not numbers) must appear in its supporting sentence.
     answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
     regex an answering sentence matches ("3 business days"); used to pick extractive sentences.
-    cue_similarity: a cue of two or more words also matches a query window of as many words whose
-    similarity to it (difflib ratio, 2 * matched characters / total characters) is at least this, so a
-    recogniser's "what our" still asks "what hours" (ratio 0.89); 1.0 = exact cues only. One-word
-    cues always match exactly ("fee" is not "free").
     """
 
     slots: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=lambda: {
@@ -76,13 +71,10 @@ class VerifyRules:
                  "pattern": r"\d+(?::\d\d)? ?[ap]\.?m\b"},
         "acceptance": {"cues": ["do you take", "do you accept", "taking", "accepted"], "pattern": r"\baccept"},
     })
-    cue_similarity: float = 0.8
 
     def __post_init__(self):
         if not 0.0 <= self.min_coverage <= 1.0:
             raise ValueError(f"verify.min_coverage must be in [0, 1], got {self.min_coverage}")
-        if not 0.0 < self.cue_similarity <= 1.0:
-            raise ValueError(f"verify.cue_similarity must be in (0, 1] (1 = exact cues), got {self.cue_similarity}")
         for name, t in self.answer_types.items():
             if not t.get("cues") or "pattern" not in t:
                 raise ValueError(f"verify.answer_types.{name} needs cues and a pattern")
@@ -177,25 +169,24 @@ def slots_conflict(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIF
     return None
 
 
-def cue_in(cue: str, words: Sequence[str], similarity: float = 1.0) -> bool:
-    """Whether the cue phrase occurs in the query ``words`` (normalised tokens): exactly, or for a cue
-    of two or more words as a window of as many words with difflib ratio >= ``similarity``."""
-    c = cue.split()
-    windows = [" ".join(words[i:i + len(c)]) for i in range(len(words) - len(c) + 1)]
-    if cue in windows:
-        return True
-    return len(c) > 1 and any(SequenceMatcher(None, cue, w).ratio() >= similarity for w in windows)
+def asked_types(query: str, rules: VerifyRules = DEFAULT_VERIFY) -> tuple[str, ...]:
+    """Names of the answer types the query asks for: those with a cue phrase among its normalised
+    words, in table order; () when it asks for no known type."""
+    q = " " + " ".join(normalise(query)) + " "
+    return tuple(name for name, t in rules.answer_types.items()
+                 if any(f" {' '.join(normalise(c))} " in q for c in t["cues"]))
+
+
+def holds_answer_type(sentence: str, types: Sequence[str], rules: VerifyRules = DEFAULT_VERIFY) -> bool:
+    """Whether ``sentence`` matches the pattern of any of the answer ``types`` (names of `asked_types`)."""
+    return any(re.search(rules.answer_types[t]["pattern"], sentence, re.IGNORECASE) for t in types)
 
 
 def answer_type_match(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool | None:
     """Whether ``sentence`` holds what the query asks for (a duration, price, time); None if the
-    query asks for no known type (cues matched by `cue_in` at ``rules.cue_similarity``)."""
-    words = normalise(query)
-    wanted = [t for t in rules.answer_types.values()
-              if any(cue_in(" ".join(normalise(c)), words, rules.cue_similarity) for c in t["cues"])]
-    if not wanted:
-        return None
-    return any(re.search(t["pattern"], sentence, re.IGNORECASE) for t in wanted)
+    query asks for no known type."""
+    types = asked_types(query, rules)
+    return holds_answer_type(sentence, types, rules) if types else None
 
 
 def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:

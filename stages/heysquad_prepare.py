@@ -2,7 +2,7 @@
 
 Reads params ``heysquad.dir`` (read in place), ``sample_passages`` (0 = all 311), ``seed``, ``data_dir``.
 Writes ``{data_dir}/passages.jsonl`` (``_id, title, text, article``) and ``{data_dir}/queries.jsonl``
-(``id, relevant, answerable, typed, human, machine``); see `rag.heysquad`.
+(``id, relevant, answerable, typed, human, machine, answers``); see `rag.heysquad`.
 """
 import time
 

@@ -20,7 +20,7 @@ def test_three_files_share_questions_and_paragraphs():
     assert queries[0] == {"id": "5733a5f54776f41900660f48", "relevant": ["0_0"], "answerable": True,
                           "typed": "What year was Casimir Pulaski born in Warsaw?",
                           "human": "what year was cassimir koloski born in warsaw",
-                          "machine": "what year was casimir pulaski born in warsaw"}
+                          "machine": "what year was casimir pulaski born in warsaw", "answers": ["1745"]}
 
 
 def test_seeded_sample_and_a_sampled_run():
@@ -55,7 +55,7 @@ def test_mismatched_files_are_refused(tmp_path):
         (tmp_path / file).write_text(json.dumps(squad("q1", f"{name} question")))
     passages, queries = load_heysquad(tmp_path)
     assert queries == [{"id": "q1", "relevant": ["0_0"], "answerable": True, "typed": "typed question",
-                        "human": "human question", "machine": "machine question"}]
+                        "human": "human question", "machine": "machine question", "answers": []}]
     (tmp_path / SOURCES["human"]).write_text(json.dumps(squad("q2", "other id")))
     with pytest.raises(InputError, match="human-transcribed.*question ids"):
         load_heysquad(tmp_path)
@@ -68,3 +68,39 @@ def test_asr_penalty_by_hand():
     matrix = {"typed": {"raw": {"dense": {"mrr@10": 0.8}, "bm25": {"mrr@10": 0.5}}},
               "human": {"raw": {"dense": {"mrr@10": 0.7}, "bm25": {"mrr@10": 0.55}}}}
     assert asr_penalty(matrix, "human") == {"raw": {"dense": 0.125, "bm25": -0.1}}  # (0.8-0.7)/0.8, (0.5-0.55)/0.5
+
+
+def test_sentence_picks():
+    from rag.heysquad import sentence_picks
+    from rag.search import HybridConfig
+    from rag.verify import DEFAULT_VERIFY
+
+    kb = {"p": "The bridge opened in 1932. It is painted red. Ferries still cross the bay."}
+    sentences = ["The bridge opened in 1932.", "It is painted red.", "Ferries still cross the bay."]
+    queries = [{"id": "a", "answers": ["1932"]}, {"id": "b", "answers": ["Red"]}, {"id": "c", "answers": ["blue"]},
+               {"id": "d", "answers": ["x"]}]
+    texts = {"a": "when did the bridge open", "b": "what colour is the paint", "c": "who runs the ferries",
+             "d": "how much is a ticket"}
+    emb = get_embedder()
+    vectors = dict(zip(texts, emb.embed(list(texts.values()))))
+    svec = dict(zip(sentences, emb.embed(sentences)))
+    docs = {"a": ["p"], "b": ["p"], "c": ["p"], "d": []}
+    picks = sentence_picks(queries, texts, vectors, docs, kb, svec, DEFAULT_VERIFY, "dense", HybridConfig())
+    assert [(r["id"], r["hit"], r["ceiling"], r["typed"]) for r in picks] == [
+        ("a", True, True, False), ("b", True, True, False), ("c", False, False, False), ("d", False, False, True)]
+    assert abs(picks[0]["cosine"] - float(svec[sentences[0]] @ vectors["a"])) < 1e-6
+    assert picks[3]["cosine"] == -1.0  # no candidate sentence
+
+
+def test_selective_accuracy_by_hand():
+    from rag.heysquad import selective_accuracy
+
+    picks = [{"hit": True, "cosine": 0.6}, {"hit": False, "cosine": 0.5}, {"hit": True, "cosine": 0.2},
+             {"hit": False, "cosine": 0.1}]
+    assert selective_accuracy(picks, 0.0) == {"said": 1.0, "hit_said": 0.5, "hit_refused": 0.0, "wrong_said": 2,
+                                              "right_refused": 0}
+    assert selective_accuracy(picks, 0.25) == {"said": 0.5, "hit_said": 0.5, "hit_refused": 0.5, "wrong_said": 1,
+                                               "right_refused": 1}
+    assert selective_accuracy(picks, 0.15) == {"said": 0.75, "hit_said": round(2 / 3, 6), "hit_refused": 0.0,
+                                               "wrong_said": 1, "right_refused": 0}
+    assert selective_accuracy([], 0.3)["said"] == 0.0

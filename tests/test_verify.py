@@ -77,9 +77,9 @@ def test_params_verify_rules_match_library_defaults(params):
     from rag.verify import DEFAULT_VERIFY
 
     v = verify_rules(params)
-    assert (v.negations, v.groups, v.answer_types, v.function_words, v.min_coverage, v.cue_similarity) == (
+    assert (v.negations, v.groups, v.answer_types, v.function_words, v.min_coverage) == (
         tuple(DEFAULT_VERIFY.negations), DEFAULT_VERIFY.groups, DEFAULT_VERIFY.answer_types,
-        tuple(DEFAULT_VERIFY.function_words), DEFAULT_VERIFY.min_coverage, DEFAULT_VERIFY.cue_similarity)
+        tuple(DEFAULT_VERIFY.function_words), DEFAULT_VERIFY.min_coverage)
     assert "no" in v.negations  # YAML 1.1 would read an unquoted no as False
 
 
@@ -93,35 +93,18 @@ def test_answer_type_match():
     assert answer_type_match("what hours are you open", "We open at 9 a.m.") is True
 
 
-def test_cues_survive_recogniser_errors():
-    from rag.verify import VerifyRules, answer_type_match, cue_in
+def test_asked_types_match_whole_cue_phrases():
+    from rag.verify import asked_types
 
-    words = "on what our sky do a video visit".split()  # real ASR of "um, what hours can I do a video visit"
-    assert cue_in("what hours", words, 0.8) is True        # difflib ratio 16/18 = 0.89
-    assert cue_in("what hours", words, 1.0) is False       # exact only
-    assert cue_in("what time", words, 0.8) is False        # ratio 10/17 = 0.59
-    assert cue_in("fee", ["free"], 0.5) is False           # one-word cues never match fuzzily
-    assert cue_in("how long", ["how", "long", "is", "it"], 1.0) is True
-    sentence = "Video visits are available on weekdays from 9 a.m. to 4 p.m."
-    assert answer_type_match(" ".join(words), sentence) is True
-    assert answer_type_match(" ".join(words), sentence, VerifyRules(cue_similarity=1.0)) is None
-
-
-def test_answers_the_seed_let_through_are_caught():
-    # Found by a tester with a fake LLM in free mode: plausible, grounded-looking, wrong.
-    q = "what time do you open on saturday"
-    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, q) == (False, "wrong_day")
-    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, "are you open on sunday") == (False, "polarity")
-    assert verify("We are open on Sunday.", "kb-hours", ALL, KB) == (False, "polarity")
-    kb = dict(KB, **{"kb-hours": KB["kb-hours"] + " The nurse line is staffed 24 hours a day."})
-    assert verify("We are open 24 hours on Sunday and every visit is free.", "kb-hours", ALL, kb, q) == \
-        (False, "no_supporting_sentence")
-    assert verify("On Saturday we open at 9 a.m.", "kb-hours", ALL, KB, "are you open on sunday") == \
-        (False, "wrong_day")
+    assert asked_types("um how much does a flu shot cost") == ("price",)
+    assert asked_types("what hours are you open on saturday") == ("time",)
+    # The recogniser's "what our" for "what hours" is, on HeySQuAD, "what are" (2 of 2): no guess.
+    assert asked_types("on what our sky do a video visit with the doctor") == ()
+    assert asked_types("how longer") == ()      # a cue is whole words
+    assert asked_types("") == ()
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"cue_similarity": 0.0}, "cue_similarity must be in (0, 1]"),
     ({"min_coverage": 1.5}, "min_coverage must be in [0, 1]"),
     ({"answer_types": {"time": {"cues": ["what time"], "pattern": "([ap]m"}}}, "time.pattern is not a regex"),
     ({"answer_types": {"time": {"cues": [], "pattern": "pm"}}}, "time needs cues and a pattern"),

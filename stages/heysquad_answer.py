@@ -1,0 +1,79 @@
+"""Stage heysquad_answer: does the extractive fallback read out the sentence that holds the answer?
+
+On HeySQuAD's 1,002 questions (typed / human ASR / machine ASR, rewritten as in the voice track), the
+sentences of the paragraphs are ranked by `rag.answer.pick_sentence` and each pick is scored against SQuAD's
+gold answer spans (`rag.heysquad.sentence_picks`). Two settings: ``gold`` (the question's own paragraph: the
+pick alone) and ``retrieved`` (the top ``retrieval.k`` passages in ``retrieval.mode``: what the voice
+pipeline reads). Sentence rankings compared: ``heysquad.pick_modes``. For the configured mode and the
+retrieved setting, the picks said at each ``heysquad.pick_min_cosine`` (`rag.heysquad.selective_accuracy`):
+the evidence for ``answer.min_sentence_cosine``. Writes ``{heysquad.metrics_dir}``/answer.json and answer.md.
+"""
+import time
+
+import numpy as np
+
+from common import ROOT, main, params
+from rag import config
+from rag.answer import retrieve
+from rag.compare import markdown_table
+from rag.embed import get_embedder
+from rag.evaluate import embed_texts
+from rag.heysquad import SOURCES, as_passages, as_transcripts, selective_accuracy, sentence_picks
+from rag.io import read_jsonl, write_json, write_text
+from rag.queries import rewrite_queries
+from rag.search import PassageIndex
+from rag.verify import split_sentences
+
+
+def run():
+    p = params()
+    h = p["heysquad"]
+    data = ROOT / h["data_dir"]
+    t0 = time.perf_counter()
+    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text"))
+    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", "answers", *SOURCES))
+    hybrid, rules = config.hybrid_config(p), config.verify_rules(p)
+    settings = config.answer_settings(p, 0.0)
+    index = PassageIndex(as_passages(passages), np.load(data / "embed.npy"), hybrid)
+    kb = {r["_id"]: r["text"] for r in passages}
+    sentences = list(dict.fromkeys(s for text in kb.values() for s in split_sentences(text)))
+    sentence_vectors = dict(zip(sentences, get_embedder().embed(sentences)))
+    grid = sorted({float(t) for t in h["pick_min_cosine"]} | {settings.min_sentence_cosine})
+    accuracy, selective = {}, {}
+    for source in SOURCES:
+        texts = rewrite_queries(as_transcripts(queries, source), config.rewrite_rules(p))
+        vectors = embed_texts(texts)
+        docs = {"gold": {q["id"]: q["relevant"] for q in queries},
+                "retrieved": {q["id"]: retrieve(index, texts[q["id"]], vectors[q["id"]], settings)[1] for q in queries}}
+        accuracy[source] = {}
+        for setting, by_query in docs.items():
+            accuracy[source][setting] = {}
+            for mode in h["pick_modes"]:
+                picks = sentence_picks(queries, texts, vectors, by_query, kb, sentence_vectors, rules, mode, hybrid)
+                accuracy[source][setting][mode] = {key: round(float(np.mean([r[key] for r in picks])), 6)
+                                                   for key in ("hit", "ceiling", "typed")}
+                if setting == "retrieved" and mode == settings.mode:
+                    selective[source] = {f"{t:.2f}": selective_accuracy(picks, t) for t in grid}
+    write_json(ROOT / h["metrics_dir"] / "answer.json", {
+        "questions": len(queries), "sentences": len(sentences),
+        "retrieval": {"mode": settings.mode, "k": settings.k}, "min_sentence_cosine": settings.min_sentence_cosine,
+        "accuracy": accuracy, "selective": selective})
+    rows = [[source, setting, mode, m["hit"], m["ceiling"], m["typed"]]
+            for source, by_setting in accuracy.items() for setting, by_mode in by_setting.items()
+            for mode, m in by_mode.items()]
+    sel_rows = [[source, t + (" (answer.min_sentence_cosine)" if float(t) == settings.min_sentence_cosine else ""),
+                 m["said"], m["hit_said"], m["hit_refused"], m["wrong_said"], m["right_refused"]]
+                for source, by_t in selective.items() for t, m in by_t.items()]
+    write_text(ROOT / h["metrics_dir"] / "answer.md",
+               f"HeySQuAD dev-common, {len(queries)} questions: does the extractive pick hold a gold answer?\n"
+               f"gold = the question's own paragraph; retrieved = top {settings.k} passages ({settings.mode}). "
+               "hit = the pick holds an answer; ceiling = some candidate sentence does; typed = the question asks "
+               "for a known answer type.\n\n"
+               + markdown_table(["questions", "passages", "sentence ranking", "hit", "ceiling", "typed"], rows)
+               + f"\nSaying only picks with cosine >= min (retrieved passages, {settings.mode} ranking):\n\n"
+               + markdown_table(["questions", "min cosine", "said", "hit of said", "hit of refused", "wrong said",
+                                 "right refused"], sel_rows))
+    print(f"heysquad_answer: {len(queries)} questions, {len(sentences)} sentences, {time.perf_counter() - t0:.1f} s")
+
+
+main(run)
