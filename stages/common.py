@@ -32,6 +32,23 @@ def voice_index(p: dict):
     return PassageIndex(passages, np.load(VOICE_DATA / "embed.npy"), config.hybrid_config(p))
 
 
+def heysquad_index(p: dict, *query_fields: str):
+    """``(passages, queries, index)`` of the prepared HeySQuAD files (``heysquad.data_dir``): passages.jsonl
+    rows, queries.jsonl rows (each must hold ``id``, ``relevant``, the three question texts and
+    ``query_fields``) and a PassageIndex over the passages with embed.npy and ``p``'s hybrid config."""
+    import numpy as np
+
+    from rag import config
+    from rag.heysquad import SOURCES, as_passages
+    from rag.io import read_jsonl
+    from rag.search import PassageIndex
+
+    data = ROOT / p["heysquad"]["data_dir"]
+    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text"))
+    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", *SOURCES, *query_fields))
+    return passages, queries, PassageIndex(as_passages(passages), np.load(data / "embed.npy"), config.hybrid_config(p))
+
+
 def main(fn) -> None:
     """Run a stage; an input error prints one line naming the file/line and exits 1."""
     import signal

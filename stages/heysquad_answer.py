@@ -12,29 +12,25 @@ import time
 
 import numpy as np
 
-from common import ROOT, main, params
+from common import ROOT, heysquad_index, main, params
 from rag import config
 from rag.answer import retrieve
 from rag.compare import markdown_table
 from rag.embed import get_embedder
 from rag.evaluate import embed_texts
-from rag.heysquad import SOURCES, as_passages, as_transcripts, selective_accuracy, sentence_picks
-from rag.io import read_jsonl, write_json, write_text
+from rag.heysquad import SOURCES, as_transcripts, selective_accuracy, sentence_picks
+from rag.io import write_json, write_text
 from rag.queries import rewrite_queries
-from rag.search import PassageIndex
 from rag.verify import split_sentences
 
 
 def run():
     p = params()
     h = p["heysquad"]
-    data = ROOT / h["data_dir"]
     t0 = time.perf_counter()
-    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text"))
-    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", "answers", *SOURCES))
+    passages, queries, index = heysquad_index(p, "answers")
     hybrid, rules = config.hybrid_config(p), config.verify_rules(p)
     settings = config.answer_settings(p, 0.0)
-    index = PassageIndex(as_passages(passages), np.load(data / "embed.npy"), hybrid)
     kb = {r["_id"]: r["text"] for r in passages}
     sentences = list(dict.fromkeys(s for text in kb.values() for s in split_sentences(text)))
     sentence_vectors = dict(zip(sentences, get_embedder().embed(sentences)))

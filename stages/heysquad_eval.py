@@ -7,15 +7,12 @@ MRR@10) and retrieval.md (both as Markdown tables).
 """
 import time
 
-import numpy as np
-
-from common import ROOT, main, params
+from common import ROOT, heysquad_index, main, params
 from rag import config
 from rag.compare import evaluate_matrix, markdown_table, select
-from rag.heysquad import SOURCES, as_passages, as_transcripts, asr_penalty
-from rag.io import read_jsonl, write_json, write_text
+from rag.heysquad import SOURCES, as_transcripts, asr_penalty
+from rag.io import write_json, write_text
 from rag.queries import raw_queries, rewrite_queries
-from rag.search import PassageIndex
 
 COLUMNS = ["recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"]
 SPOKEN = ("human", "machine")
@@ -24,11 +21,8 @@ SPOKEN = ("human", "machine")
 def run():
     p = params()
     h = p["heysquad"]
-    data = ROOT / h["data_dir"]
     t0 = time.perf_counter()
-    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text"))
-    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", "answerable", *SOURCES))
-    index = PassageIndex(as_passages(passages), np.load(data / "embed.npy"), config.hybrid_config(p))
+    passages, queries, index = heysquad_index(p, "answerable")
     rules = config.rewrite_rules(p)
     matrix = {}
     for source in SOURCES:
