@@ -37,6 +37,12 @@ class AnswerSettings:
     hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
     min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
 
+    def __post_init__(self):
+        if not -1.0 <= self.min_sentence_cosine <= 1.0:
+            raise ValueError(f"answer.min_sentence_cosine is a cosine, in [-1, 1]; got {self.min_sentence_cosine}")
+        if self.answer_mode not in ("free", "choose"):
+            raise ValueError(f"answer.mode must be free or choose, got {self.answer_mode!r}")
+
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
     """Top-k passages (as indices) in the configured mode and the retrieved doc names, no duplicates."""
@@ -51,8 +57,6 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
     enum = None
     if settings.answer_mode == "choose":
         enum = list(dict.fromkeys(s for d in docs for s in split_sentences(kb[d])))
-    elif settings.answer_mode != "free":
-        raise ValueError(f"unknown answer mode {settings.answer_mode!r}; expected free or choose")
     schema = answer_schema(docs, settings.max_len, enum)
     return ask(url, build_messages(query, [(p.doc, p.text) for p in passages]), schema,
                max_tokens=settings.max_tokens, timeout_s=settings.timeout_s,

@@ -139,3 +139,10 @@ def test_extractive_ranks_sentences_in_the_retrieval_mode():
     assert extractive(q, vec, ["vet-surgery"], kb, mode="dense").sentence.startswith("Do not feed your pet after 10 p.m.")
     assert extractive(q, vec, ["vet-surgery"], kb, mode="hybrid_phonetic", hybrid=hybrid).sentence == \
         "Surgery drop-off is at 7:30 a.m."
+
+
+@pytest.mark.parametrize("bad, message", [({"min_sentence_cosine": 1.5}, "min_sentence_cosine is a cosine"),
+                                          ({"answer_mode": "pick"}, "answer.mode must be free or choose")])
+def test_bad_answer_settings_are_named(bad, message):
+    with pytest.raises(ValueError, match=message):
+        AnswerSettings(**bad)
