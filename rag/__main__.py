@@ -148,7 +148,7 @@ def _ask_voice(question: str, p: dict) -> int:
     tau = json.loads(tau_file.read_text(encoding="utf-8"))["tau"]
     settings = config.answer_settings(p, tau)
     index, kb = PassageIndex.from_folder(DEFAULT_KB, config.hybrid_config(p)), load_kb(DEFAULT_KB)
-    rules = config.rewrite_rules(p)
+    rules = config.rewrite_rules(p, index.passages)
     fixture = load_queries(p["voice"]["queries"])
     texts = {**rewrite_queries(fixture, rules), "cli": rewrite(question, None, rules)}
     vectors = embed_texts(texts)

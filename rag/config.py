@@ -4,23 +4,30 @@ Pure: takes a dict, never reads a file. Used by the DVC stages and the CLI alike
 """
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import replace
+from typing import Mapping, Sequence
 
 from rag.answer import AnswerSettings
-from rag.rewrite import RewriteRules
+from rag.chunk import Passage
+from rag.rewrite import RewriteRules, contrast_pairs
 from rag.search import HybridConfig
-from rag.verify import VerifyRules
+from rag.verify import VerifyRules, split_sentences
 
 
-def rewrite_rules(p: Mapping) -> RewriteRules:
+def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
     """``p["rewrite"]``: fillers, units, tens, openers, weekdays; swap classes are the non-day slots
     of ``p["verify"]["slots"]`` (one table for both: a service swapped in a follow-up is the same
-    service the verifier checks)."""
+    service the verifier checks), then the word pairs the KB's ``passages`` contrast
+    (`rag.rewrite.contrast_pairs` over their sentences)."""
     r = p["rewrite"]
     swap = tuple(tuple(t for terms in values.values() for t in terms)
                  for slot, values in p["verify"]["slots"].items() if slot != "day")
-    return RewriteRules(fillers=tuple(r["fillers"]), units=dict(r["units"]), tens=dict(r["tens"]),
-                        openers=tuple(r["openers"]), weekdays=tuple(r["weekdays"]), swap_classes=swap)
+    rules = RewriteRules(fillers=tuple(r["fillers"]), units=dict(r["units"]), tens=dict(r["tens"]),
+                         openers=tuple(r["openers"]), weekdays=tuple(r["weekdays"]), swap_classes=swap)
+    if not passages:
+        return rules
+    pairs = contrast_pairs((s for x in passages for s in split_sentences(x.text)), rules)
+    return replace(rules, swap_classes=swap + pairs)
 
 
 def hybrid_config(p: Mapping) -> HybridConfig:

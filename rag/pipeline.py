@@ -54,7 +54,8 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
     """
     check_against_kb(queries, {x.doc for x in index.passages})
     mode = p["retrieval"]["mode"]
-    forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, config.rewrite_rules(p))}
+    rules = config.rewrite_rules(p, index.passages)
+    forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, rules)}
     rows = {q["id"]: {"id": q["id"], "answerable": q["answerable"], "query": forms["rewritten"][q["id"]]}
             for q in queries}
     metrics = {"mode": mode}
@@ -106,7 +107,7 @@ def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, s
     """answers.jsonl rows for every query (see `rag.answer.answer_row`); ``scores`` are the gate
     scores of `step_evaluate` (``{query_id: score}``), compared with ``tau``."""
     settings = config.answer_settings(p, tau)
-    rewritten = rewrite_queries(queries, config.rewrite_rules(p))
+    rewritten = rewrite_queries(queries, config.rewrite_rules(p, index.passages))
     vectors = embed_texts(rewritten)
     return [answer_row(qid, rewritten[qid], index, vectors[qid], scores[qid], settings, kb, url)
             for qid in rewritten]

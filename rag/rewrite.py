@@ -6,12 +6,16 @@ Rules (all lists are data, set from params.yaml by the stages):
 3. number words to digits, adding tens and units ("twenty four" -> "24");
 4. a follow-up ("and what about sunday") with a context question is resolved against the
    rewritten context: a named weekday replaces the context's weekday (likewise a term of another
-   swap class, such as a service), anything else is appended.
+   swap class, such as a service, or a pair the KB contrasts: `contrast_pairs`), anything else is
+   appended.
 """
 from __future__ import annotations
 
+import itertools
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Iterable
 
 _NONWORD = re.compile(r"[^\w\s]|_")
 
@@ -139,3 +143,26 @@ def _find_term(words: list[str], terms: tuple[str, ...]) -> tuple[int, int, str]
             if len(got) == len(t) and got[:-1] == t[:-1] and got[-1] in (t[-1], t[-1] + "s"):
                 return i, i + len(t), term
     return None
+
+
+def contrast_pairs(sentences: Iterable[str], rules: RewriteRules = DEFAULT_RULES) -> tuple[tuple[str, str], ...]:
+    """Word pairs a knowledge base contrasts, as swap classes for follow-ups (rule 4).
+
+    Two sentences that, normalised (`normalise`), have the same length and differ in exactly one word
+    where neither side holds a digit ("A rabies shot for a dog costs $35." / "A rabies shot for a cat
+    costs $30.") give that pair, ("cat", "dog"): "and for cats?" after a dog question then replaces
+    the dog instead of appending. Pairs of letters-only words, weekdays left out (rule 4 swaps those
+    already); sorted, each once.
+    """
+    by_length: dict[int, list[list[str]]] = defaultdict(list)
+    for s in dict.fromkeys(sentences):
+        words = normalise(s, rules)
+        by_length[len(words)].append(words)
+    pairs = set()
+    for group in by_length.values():
+        for a, b in itertools.combinations(group, 2):
+            diff = [(x, y) for x, y in zip(a, b)
+                    if x != y and not (any(c.isdigit() for c in x) and any(c.isdigit() for c in y))]
+            if len(diff) == 1 and all(w.isalpha() and not weekday_of(w, rules) for w in diff[0]):
+                pairs.add(tuple(sorted(diff[0])))
+    return tuple(sorted(pairs))

@@ -14,7 +14,7 @@ def run():
     index = voice_index(p)
     queries = load_queries(ROOT / p["voice"]["queries"])
     embedder = get_embedder()
-    latency = turn_latency(index, queries, config.rewrite_rules(p), embedder, int(p["retrieval"]["k"]),
+    latency = turn_latency(index, queries, config.rewrite_rules(p, index.passages), embedder, int(p["retrieval"]["k"]),
                            int(b["repeats"]))
     throughput = embed_throughput(embedder, [x.text for x in index.passages], int(b["embed_repeats"]))
     write_json(VOICE_METRICS / "bench.json", {

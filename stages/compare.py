@@ -18,8 +18,10 @@ COLUMNS = ["recall@1", "recall@3", "recall@5", "mrr@10", "ndcg@10"]
 def run():
     p = params()
     queries = load_queries(ROOT / p["voice"]["queries"])
-    forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, config.rewrite_rules(p))}
-    matrix = evaluate_matrix(voice_index(p), queries, forms)
+    index = voice_index(p)
+    forms = {"raw": raw_queries(queries),
+             "rewritten": rewrite_queries(queries, config.rewrite_rules(p, index.passages))}
+    matrix = evaluate_matrix(index, queries, forms)
     table = select(matrix, COLUMNS)
     write_json(VOICE_METRICS / "compare.json", table)
     r = p["retrieval"]

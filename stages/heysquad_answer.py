@@ -37,7 +37,7 @@ def run():
     grid = sorted({float(t) for t in h["pick_min_cosine"]} | {settings.min_sentence_cosine})
     accuracy, selective = {}, {}
     for source in SOURCES:
-        texts = rewrite_queries(as_transcripts(queries, source), config.rewrite_rules(p))
+        texts = rewrite_queries(as_transcripts(queries, source), config.rewrite_rules(p, index.passages))
         vectors = embed_texts(texts)
         docs = {"gold": {q["id"]: q["relevant"] for q in queries},
                 "retrieved": {q["id"]: retrieve(index, texts[q["id"]], vectors[q["id"]], settings)[1] for q in queries}}

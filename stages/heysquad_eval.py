@@ -23,7 +23,7 @@ def run():
     h = p["heysquad"]
     t0 = time.perf_counter()
     passages, queries, index = heysquad_index(p, "answerable")
-    rules = config.rewrite_rules(p)
+    rules = config.rewrite_rules(p, index.passages)
     matrix = {}
     for source in SOURCES:
         spoken = as_transcripts(queries, source)

@@ -29,7 +29,7 @@ def run():
     t0 = time.perf_counter()
     p = params()
     a = p["abstain"]
-    hc, rules, stop = config.hybrid_config(p), config.rewrite_rules(p), p["retrieval"]["stopwords"] or ()
+    hc, stop = config.hybrid_config(p), p["retrieval"]["stopwords"] or ()
     sets = {FIT: (p["voice"]["kb"], p["voice"]["queries"]),
             "transfer_clean": (a["transfer_kb"], a["transfer_queries"]["clean"]),
             "transfer_noisy": (a["transfer_kb"], a["transfer_queries"]["noisy"])}
@@ -39,6 +39,7 @@ def run():
         queries = load_queries(ROOT / qpath)
         labels[name] = {q["id"]: q["answerable"] for q in queries}
         retrieval[name] = {}
+        rules = config.rewrite_rules(p, indexes[kb].passages)
         for form, texts in (("raw", raw_queries(queries)), ("rewritten", rewrite_queries(queries, rules))):
             vectors = embed_texts(texts)
             m = retrieval_metrics(queries, doc_runs(indexes[kb], texts, "dense", vectors), ks=(1, 3))

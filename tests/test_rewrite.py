@@ -50,3 +50,28 @@ def test_service_follow_up_swaps_the_service(params):
     # No service in the context: append, as before.
     assert rewrite("and what about a blood test", "how much does it cost", rules) == \
         "how much does it cost a blood test"
+
+
+def test_contrast_pairs_are_one_word_differences():
+    from rag.rewrite import contrast_pairs
+
+    sentences = ["A rabies shot for a dog costs $35.", "A rabies shot for a cat costs thirty.",
+                 "On Saturday we open at 9 a.m.", "On Sunday we open at 10 a.m.",   # weekdays: rule 4 has them
+                 "We groom dogs.", "We groom dogs and cats.",                        # lengths differ
+                 "Boarding costs $45 a night.", "Boarding costs $28 a night."]       # numbers only
+    assert contrast_pairs(sentences) == (("cat", "dog"),)
+    assert contrast_pairs([]) == ()
+
+
+def test_follow_up_swaps_a_pair_the_kb_contrasts(params):
+    # Held-out vet KB, t06: "And how about for cats?" after the dog question (clean ASR).
+    from conftest import ROOT
+
+    from rag.chunk import chunk_folder
+
+    context = "how much is the rabies shot for my dog"
+    assert rewrite("AND HOW ABOUT FOR CATS", context, rewrite_rules(params)) == \
+        "how much is the rabies shot for my dog for cats"
+    rules = rewrite_rules(params, chunk_folder(ROOT / "fixtures" / "transfer" / "kb"))
+    assert ("cat", "dog") in rules.swap_classes
+    assert rewrite("AND HOW ABOUT FOR CATS", context, rules) == "how much is the rabies shot for my cat"
