@@ -65,9 +65,9 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
 
 def candidate_sentences(query: str, docs: Sequence[str], kb: Mapping[str, str],
                         rules: VerifyRules = DEFAULT_VERIFY) -> list[tuple[str, str]]:
-    """``(sentence, doc)`` of every sentence of ``docs`` (in order) whose slots (day, service) do not
-    contradict the query: a Saturday question never gets the weekday sentence."""
-    return [(s, d) for d in docs for s in split_sentences(kb[d]) if not slots_conflict(query, s, rules)]
+    """``(sentence, doc)`` of every sentence of ``docs`` (in order; a doc not in ``kb`` has none) whose
+    slots (day, service) do not contradict the query: a Saturday question never gets the weekday sentence."""
+    return [(s, d) for d in docs for s in split_sentences(kb.get(d, "")) if not slots_conflict(query, s, rules)]
 
 
 def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,

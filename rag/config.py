@@ -14,6 +14,22 @@ from rag.search import HybridConfig
 from rag.verify import VerifyRules, split_sentences
 
 
+def number(p: Mapping, section: str, key: str, kind: type = float) -> float | int:
+    """``p[section][key]`` as ``kind``; ValueError naming ``section.key`` unless it is a (non-bool) number."""
+    v = p[section][key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{section}.{key} must be a number, got {v!r}")
+    return kind(v)
+
+
+def check(p: Mapping) -> None:
+    """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
+    TypeError naming the key) before any model is started or called."""
+    rewrite_rules(p)
+    verify_rules(p)
+    answer_settings(p, 0.0)
+
+
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
     """``p["rewrite"]``: fillers, units, tens, openers, weekdays; swap classes are the non-day slots
     of ``p["verify"]["slots"]`` (one table for both: a service swapped in a follow-up is the same
@@ -33,28 +49,33 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
 def hybrid_config(p: Mapping) -> HybridConfig:
     """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor, phonetic list."""
     r = p["retrieval"]
-    return HybridConfig(rrf_k=int(r["rrf_k"]), depth=int(r["depth"]),
-                        weights=(float(r["weight_dense"]), float(r["weight_bm25"])),
+    def num(key, kind=float):
+        return number(p, "retrieval", key, kind)
+
+    return HybridConfig(rrf_k=num("rrf_k", int), depth=num("depth", int),
+                        weights=(num("weight_dense"), num("weight_bm25")),
                         stopwords=frozenset(r["stopwords"] or ()) if r["use_stopwords"] else frozenset(),
-                        min_token_len=int(r["min_token_len"]), bm25_floor=float(r["bm25_floor"]),
-                        phonetic_weight=float(r["phonetic_weight"]), phonetic_encoder=str(r["phonetic_encoder"]),
-                        phonetic_ngram=int(r["phonetic_ngram"]))
+                        min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
+                        phonetic_weight=num("phonetic_weight"), phonetic_encoder=str(r["phonetic_encoder"]),
+                        phonetic_ngram=num("phonetic_ngram", int))
 
 
 def verify_rules(p: Mapping) -> VerifyRules:
     """``p["verify"]``: slots, groups, negations, answer_types, function_words, min_coverage."""
     v = p["verify"]
+    if not isinstance(v["answer_types"], Mapping):
+        raise ValueError(f"verify.answer_types must map a type name to its cues and pattern, got {v['answer_types']!r}")
     return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
                        negations=tuple(v["negations"]), answer_types=dict(v["answer_types"]),
-                       function_words=tuple(v["function_words"]), min_coverage=float(v["min_coverage"]))
+                       function_words=tuple(v["function_words"]), min_coverage=number(p, "verify", "min_coverage"))
 
 
 def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
     """``p["answer"]``, ``p["llm"]`` and ``p["retrieval"]["mode"]``, with the fitted ``tau``."""
     a, llm = p["answer"], p["llm"]
-    return AnswerSettings(k=int(p["retrieval"]["k"]), mode=p["retrieval"]["mode"], tau=float(tau),
-                          refusal=a["refusal"], answer_mode=a["mode"], max_len=int(a["max_len"]),
-                          max_tokens=int(llm["max_tokens"]), timeout_s=float(llm["timeout_s"]),
-                          temperature=float(llm["temperature"]), seed=int(llm["seed"]),
+    return AnswerSettings(k=number(p, "retrieval", "k", int), mode=p["retrieval"]["mode"], tau=float(tau),
+                          refusal=a["refusal"], answer_mode=a["mode"], max_len=number(p, "answer", "max_len", int),
+                          max_tokens=number(p, "llm", "max_tokens", int), timeout_s=number(p, "llm", "timeout_s"),
+                          temperature=number(p, "llm", "temperature"), seed=number(p, "llm", "seed", int),
                           model=llm.get("model") or None, hybrid=hybrid_config(p),
-                          min_sentence_cosine=float(a["min_sentence_cosine"]))
+                          min_sentence_cosine=number(p, "answer", "min_sentence_cosine"))

@@ -99,17 +99,21 @@ def sentence_picks(queries: Sequence[dict], texts: Mapping[str, str], vectors: M
     ``sentence_vectors`` (``{sentence: (384,) unit vector}``). Returns one row per query, in order:
     ``{"id", "hit": the pick contains a gold answer (case-insensitive substring), "cosine": the pick's
     cosine with the query, "ceiling": some candidate contains one, "typed": the query asks for a known
-    answer type (`rag.verify.asked_types`)}``; a query without candidates has hit False, cosine -1.
+    answer type (`rag.verify.asked_types`)}``; a query without candidates has hit False, cosine None
+    (the fallback refuses it). Raises InputError naming the query id unless ``answers`` is a list of
+    non-empty strings.
     """
     from rag.answer import candidate_sentences, pick_sentence
     from rag.verify import asked_types
 
     rows = []
     for q in queries:
+        if not isinstance(q["answers"], list) or not all(isinstance(a, str) and a.strip() for a in q["answers"]):
+            raise InputError(f"query {q['id']}: answers must be a list of non-empty strings, got {q['answers']!r}")
         text, gold, v = texts[q["id"]], [a.lower() for a in q["answers"]], vectors[q["id"]]
         cands = [s for s, _ in candidate_sentences(text, docs[q["id"]], kb, rules)]
         holds = [any(a in s.lower() for a in gold) for s in cands]
-        row = {"id": q["id"], "hit": False, "cosine": -1.0, "ceiling": any(holds),
+        row = {"id": q["id"], "hit": False, "cosine": None, "ceiling": any(holds),
                "typed": bool(asked_types(text, rules))}
         if cands:
             matrix = np.stack([sentence_vectors[s] for s in cands])
@@ -120,13 +124,14 @@ def sentence_picks(queries: Sequence[dict], texts: Mapping[str, str], vectors: M
 
 
 def selective_accuracy(picks: Sequence[dict], min_cosine: float) -> dict[str, float]:
-    """Picks said only when their cosine is >= ``min_cosine`` (`rag.answer.AnswerSettings.min_sentence_cosine`).
+    """Picks said only when their cosine is >= ``min_cosine`` (`rag.answer.AnswerSettings.min_sentence_cosine`);
+    a query without a pick (cosine None) is always refused.
 
     Returns ``said`` (share of queries said), ``hit_said`` / ``hit_refused`` (share of said / refused picks
     holding a gold answer; 0.0 when none) and ``wrong_said`` / ``right_refused`` (counts).
     """
-    said = [p for p in picks if p["cosine"] >= min_cosine]
-    refused = [p for p in picks if p["cosine"] < min_cosine]
+    said = [p for p in picks if p["cosine"] is not None and p["cosine"] >= min_cosine]
+    refused = [p for p in picks if p["cosine"] is None or p["cosine"] < min_cosine]
     def share(rows):
         return round(sum(p["hit"] for p in rows) / len(rows), 6) if rows else 0.0
     return {"said": round(len(said) / len(picks), 6) if picks else 0.0, "hit_said": share(said),

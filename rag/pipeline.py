@@ -132,9 +132,11 @@ def latency_metrics(answers: Sequence[dict]) -> dict:
 def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> dict:
     """evaluate -> threshold -> answer -> final on any KB folder and queries file; all metrics.
 
-    Raises rag.io.InputError for bad inputs and rag.gate.ThresholdError when no tau separates
-    the questions, before any LLM call.
+    Raises rag.io.InputError for bad inputs, ValueError / KeyError / TypeError for bad params
+    (`rag.config.check`) and rag.gate.ThresholdError when no tau separates the questions, all
+    before any LLM call.
     """
+    config.check(p)
     queries = load_queries(queries_path)
     index = PassageIndex.from_folder(kb_folder, config.hybrid_config(p))
     kb = load_kb(kb_folder)

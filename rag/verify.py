@@ -76,8 +76,12 @@ class VerifyRules:
         if not 0.0 <= self.min_coverage <= 1.0:
             raise ValueError(f"verify.min_coverage must be in [0, 1], got {self.min_coverage}")
         for name, t in self.answer_types.items():
-            if not t.get("cues") or "pattern" not in t:
-                raise ValueError(f"verify.answer_types.{name} needs cues and a pattern")
+            if not isinstance(t, Mapping) or not isinstance(t.get("pattern"), str):
+                raise ValueError(f"verify.answer_types.{name} needs cues and a pattern (a regex string)")
+            cues = t.get("cues")
+            if not isinstance(cues, (list, tuple)) or not cues or not all(
+                    isinstance(c, str) and normalise(c) for c in cues):
+                raise ValueError(f"verify.answer_types.{name}.cues must be a non-empty list of phrases, got {cues!r}")
             try:
                 re.compile(t["pattern"])
             except re.error as e:

@@ -14,8 +14,21 @@ VOICE_METRICS = ROOT / "metrics" / "voice"
 
 
 def params() -> dict:
-    with open(ROOT / "params.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    """params.yaml, checked (`rag.config.check`): a bad value raises InputError naming the file and key
+    before a stage does any work."""
+    from rag import config
+    from rag.io import InputError
+
+    path = ROOT / "params.yaml"
+    with open(path, encoding="utf-8") as f:
+        p = yaml.safe_load(f)
+    try:
+        config.check(p)
+    except KeyError as e:
+        raise InputError(f"{path}: missing key {e}") from None
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{path}: bad value ({e})") from None
+    return p
 
 
 def voice_index(p: dict):

@@ -19,9 +19,24 @@ from rag.compare import markdown_table
 from rag.embed import get_embedder
 from rag.evaluate import embed_texts
 from rag.heysquad import SOURCES, as_transcripts, selective_accuracy, sentence_picks
-from rag.io import write_json, write_text
+from rag.io import InputError, write_json, write_text
 from rag.queries import rewrite_queries
+from rag.search import MODES
 from rag.verify import split_sentences
+
+
+def checked_grid(h: dict, settings) -> tuple[list[str], list[float]]:
+    """The sentence rankings to compare (``heysquad.pick_modes`` plus ``retrieval.mode``, whose picks the
+    grid is read on) and the sorted cosine grid (``heysquad.pick_min_cosine`` plus ``answer.min_sentence_cosine``).
+    Raises InputError naming the params key for an unknown mode or a value that is not a cosine."""
+    where = ROOT / "params.yaml"
+    modes, grid = h["pick_modes"], h["pick_min_cosine"]
+    if not isinstance(modes, list) or not all(m in MODES for m in modes):
+        raise InputError(f"{where}: heysquad.pick_modes must be a list of {MODES}, got {modes!r}")
+    if not isinstance(grid, list) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and -1.0 <= t <= 1.0 for t in grid):
+        raise InputError(f"{where}: heysquad.pick_min_cosine must be a list of cosines in [-1, 1], got {grid!r}")
+    return list(dict.fromkeys([*modes, settings.mode])), sorted({float(t) for t in grid} | {settings.min_sentence_cosine})
 
 
 def run():
@@ -31,10 +46,10 @@ def run():
     passages, queries, index = heysquad_index(p, "answers")
     hybrid, rules = config.hybrid_config(p), config.verify_rules(p)
     settings = config.answer_settings(p, 0.0)
+    modes, grid = checked_grid(h, settings)
     kb = {r["_id"]: r["text"] for r in passages}
     sentences = list(dict.fromkeys(s for text in kb.values() for s in split_sentences(text)))
     sentence_vectors = dict(zip(sentences, get_embedder().embed(sentences)))
-    grid = sorted({float(t) for t in h["pick_min_cosine"]} | {settings.min_sentence_cosine})
     accuracy, selective = {}, {}
     for source in SOURCES:
         texts = rewrite_queries(as_transcripts(queries, source), config.rewrite_rules(p, index.passages))
@@ -44,7 +59,7 @@ def run():
         accuracy[source] = {}
         for setting, by_query in docs.items():
             accuracy[source][setting] = {}
-            for mode in h["pick_modes"]:
+            for mode in modes:
                 picks = sentence_picks(queries, texts, vectors, by_query, kb, sentence_vectors, rules, mode, hybrid)
                 accuracy[source][setting][mode] = {key: round(float(np.mean([r[key] for r in picks])), 6)
                                                    for key in ("hit", "ceiling", "typed")}

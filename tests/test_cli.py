@@ -110,6 +110,26 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     assert code == 2 and "unknown retrieval mode 'bogus'" in err
 
 
+@pytest.mark.parametrize("section, key, value, message", [
+    ("verify", "answer_types", {"time": {"cues": ["what time"], "pattern": "(["}}, "time.pattern is not a regex"),
+    ("verify", "answer_types", {"time": ["what time"]}, "verify.answer_types.time needs cues and a pattern"),
+    ("verify", "answer_types", {"time": {"cues": "what time", "pattern": "pm"}}, "time.cues must be a non-empty list"),
+    ("answer", "min_sentence_cosine", "high", "answer.min_sentence_cosine must be a number, got 'high'"),
+    ("verify", "min_coverage", None, "verify.min_coverage must be a number, got None"),
+])
+def test_bad_params_fail_before_any_llm_call(small_kb, tmp_path, capsys, params, section, key, value, message):
+    # A tester found these reported only after every LLM call had been made.
+    import yaml
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(dict(params, **{section: dict(params[section], **{key: value})})))
+    with Stub(json.dumps({"answer": "x", "source": "none"})) as stub:
+        code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "q.jsonl", ROWS)), "--params", str(path),
+                             "--llm-url", stub.url], capsys)
+        assert stub.requests == []
+    assert code == 2 and message in err and str(path) in err
+
+
 def test_more_bad_inputs(small_kb, tmp_path, capsys):
     queries = write(tmp_path / "q.jsonl", ROWS)
     (tmp_path / "empty.jsonl").write_text("\n")

@@ -71,7 +71,7 @@ def test_asr_penalty_by_hand():
 
 
 def test_sentence_picks():
-    from rag.heysquad import sentence_picks
+    from rag.heysquad import selective_accuracy, sentence_picks
     from rag.search import HybridConfig
     from rag.verify import DEFAULT_VERIFY
 
@@ -89,7 +89,11 @@ def test_sentence_picks():
     assert [(r["id"], r["hit"], r["ceiling"], r["typed"]) for r in picks] == [
         ("a", True, True, False), ("b", True, True, False), ("c", False, False, False), ("d", False, False, True)]
     assert abs(picks[0]["cosine"] - float(svec[sentences[0]] @ vectors["a"])) < 1e-6
-    assert picks[3]["cosine"] == -1.0  # no candidate sentence
+    assert picks[3]["cosine"] is None  # no candidate sentence: refused at any min cosine
+    assert selective_accuracy(picks, -1.0)["said"] == 0.75
+    with pytest.raises(InputError, match="query a: answers must be a list of non-empty strings"):
+        sentence_picks([{"id": "a", "answers": "1932"}], texts, vectors, docs, kb, svec, DEFAULT_VERIFY, "dense",
+                       HybridConfig())
 
 
 def test_selective_accuracy_by_hand():

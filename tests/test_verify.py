@@ -107,7 +107,10 @@ def test_asked_types_match_whole_cue_phrases():
 @pytest.mark.parametrize("bad, message", [
     ({"min_coverage": 1.5}, "min_coverage must be in [0, 1]"),
     ({"answer_types": {"time": {"cues": ["what time"], "pattern": "([ap]m"}}}, "time.pattern is not a regex"),
-    ({"answer_types": {"time": {"cues": [], "pattern": "pm"}}}, "time needs cues and a pattern"),
+    ({"answer_types": {"time": {"cues": [], "pattern": "pm"}}}, "time.cues must be a non-empty list"),
+    ({"answer_types": {"time": {"cues": "what time", "pattern": "pm"}}}, "time.cues must be a non-empty list"),
+    ({"answer_types": {"time": {"cues": [""], "pattern": "pm"}}}, "time.cues must be a non-empty list"),
+    ({"answer_types": {"time": ["what time"]}}, "time needs cues and a pattern"),
 ])
 def test_bad_verify_rules_are_named(bad, message):
     from rag.verify import VerifyRules
