@@ -152,17 +152,13 @@ def contrast_pairs(sentences: Iterable[str], rules: RewriteRules = DEFAULT_RULES
     where neither side holds a digit ("A rabies shot for a dog costs $35." / "A rabies shot for a cat
     costs $30.") give that pair, ("cat", "dog"): "and for cats?" after a dog question then replaces
     the dog instead of appending. Pairs of letters-only words, weekdays left out (rule 4 swaps those
-    already); sorted, each once.
+    already); sorted, each once. Linear in the number of words: each sentence is filed once per word
+    position under its other words (digits masked), and words filed under the same key pair up.
     """
-    by_length: dict[int, list[list[str]]] = defaultdict(list)
+    slots: dict[tuple, set[str]] = defaultdict(set)
     for s in dict.fromkeys(sentences):
-        words = normalise(s, rules)
-        by_length[len(words)].append(words)
-    pairs = set()
-    for group in by_length.values():
-        for a, b in itertools.combinations(group, 2):
-            diff = [(x, y) for x, y in zip(a, b)
-                    if x != y and not (any(c.isdigit() for c in x) and any(c.isdigit() for c in y))]
-            if len(diff) == 1 and all(w.isalpha() and not weekday_of(w, rules) for w in diff[0]):
-                pairs.add(tuple(sorted(diff[0])))
-    return tuple(sorted(pairs))
+        words = ["#" if any(c.isdigit() for c in w) else w for w in normalise(s, rules)]
+        for i, w in enumerate(words):
+            if w.isalpha() and not weekday_of(w, rules):
+                slots[(i, *words[:i], *words[i + 1:])].add(w)
+    return tuple(sorted({pair for found in slots.values() for pair in itertools.combinations(sorted(found), 2)}))
