@@ -14,12 +14,16 @@ VOICE_METRICS = ROOT / "metrics" / "voice"
 
 
 def params() -> dict:
-    """params.yaml, checked (`rag.config.check`): a bad value raises InputError naming the file and key
-    before a stage does any work."""
+    """params.yaml (or the file given as ``--params PATH`` on the stage's command line), checked
+    (`rag.config.check`): a bad value raises InputError naming the file and key before a stage does any work."""
+    import argparse
+
     from rag import config
     from rag.io import InputError
 
-    path = ROOT / "params.yaml"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
+    path = Path(ap.parse_known_args()[0].params)
     with open(path, encoding="utf-8") as f:
         p = yaml.safe_load(f)
     try:

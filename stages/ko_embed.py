@@ -1,6 +1,6 @@
 """Stage ko_embed: USE-multilingual vectors for every passage and every query (train and test).
 
-Reads params ``ko.*`` (``--params PATH``, default params.yaml) and ``{data_dir}/passages.jsonl``,
+Reads params ``ko.*`` and ``{data_dir}/passages.jsonl``,
 ``{data_dir}/queries.jsonl``. Writes ``{data_dir}/use_passages.npy`` (n_passages, 512) and
 ``{data_dir}/use_queries.npy`` (n_queries, 512), float32 unit rows in the jsonl row order, plus
 ``{data_dir}/use_meta.json`` (model file, counts, ids' order check, seconds).
@@ -8,13 +8,11 @@ All queries are embedded because the learned fusion needs the train split too.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import time
 from pathlib import Path
 
-import yaml
-
+from common import main, params
 from rag import use_embed
 from rag.io import read_jsonl, write_json, write_npy
 from rag.squad import passage_text
@@ -25,11 +23,8 @@ def ids_digest(rows: list[dict]) -> str:
     return hashlib.sha256("\n".join(r["_id"] for r in rows).encode("utf-8")).hexdigest()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args()
-    p = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))["ko"]
+def run() -> None:
+    p = params()["ko"]
     data = Path(p["data_dir"])
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text"])
@@ -55,5 +50,4 @@ def main() -> None:
     print(f"ko_embed: {len(passages)} passages in {t1 - t0:.1f} s, {len(queries)} queries in {t2 - t1:.1f} s")
 
 
-if __name__ == "__main__":
-    main()
+main(run)

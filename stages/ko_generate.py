@@ -1,7 +1,7 @@
 """Stage ko_generate: grounded Korean answers on sampled test questions -> metrics/ko/generation.{json,md}.
 
 Reads params ``ko.*`` (data_dir, metrics_dir, squad_path, index_title), ``ko_gen.*`` and ``llm.*``
-(``--params PATH``, default params.yaml); data/ko/passages.jsonl, queries.jsonl, qrels.json and the gold
+; data/ko/passages.jsonl, queries.jsonl, qrels.json and the gold
 answer texts from the KorQuAD JSON (rag.squad.load_answers). ``ko_gen.sample`` test questions drawn with
 ``ko_gen.seed``; retriever: BM25 over Kiwi content morphemes (k1 ``ko_gen.bm25_k1``) on every passage.
 Conditions: gold_included (normal index) and gold_excluded (BM25 rebuilt without the question's gold
@@ -14,14 +14,12 @@ metrics/ko/generation.json/.md (numbers only).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
 from pathlib import Path
 
-import yaml
-from common import main as run_stage
+from common import main, params
 
 from rag import korean
 from rag.io import InputError, read_jsonl, write_json, write_jsonl, write_text
@@ -55,11 +53,8 @@ def table(cells: dict) -> str:
     return head + "".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args()
-    p = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))
+def run() -> None:
+    p = params()
     ko, g = p["ko"], p["ko_gen"]
     t_start = time.perf_counter()
     data, out = Path(ko["data_dir"]), Path(ko["metrics_dir"])
@@ -69,7 +64,7 @@ def main() -> None:
     golds = load_answers(ko["squad_path"])
     test = [q for q in queries if q["split"] == "test"]
     if not 0 < int(g["sample"]) <= len(test):
-        raise InputError(f"{args.params}: ko_gen.sample must be in 1..{len(test)}, got {g['sample']}")
+        raise InputError(f"params: ko_gen.sample must be in 1..{len(test)}, got {g['sample']}")
     order = {q["_id"]: i for i, q in enumerate(test)}
     sample = sorted(random.Random(int(g["seed"])).sample(test, int(g["sample"])), key=lambda q: order[q["_id"]])
 
@@ -141,5 +136,4 @@ def main() -> None:
     print(table(cells))
 
 
-if __name__ == "__main__":
-    run_stage(main)
+main(run)

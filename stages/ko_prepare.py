@@ -1,28 +1,23 @@
 """Stage ko_prepare: KorQuAD 1.0 dev (SQuAD JSON) -> BEIR-style passages/queries/qrels + an article split.
 
-Reads params ``ko.*`` (default file params.yaml; ``--params PATH`` to use another). Writes, under
+Reads params ``ko.*``. Writes, under
 ``ko.data_dir``: passages.jsonl, queries.jsonl (with ``split``), qrels.json, split.json; under
 ``ko.metrics_dir``: dataset.json (sizes), question_lengths.csv and questions_per_article.csv (plot data for
 eval-set checks). Only counts and indices reach metrics/ (the licence forbids redistributing derived text).
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import time
 from pathlib import Path
 
-import yaml
-
+from common import main, params
 from rag.io import write_json, write_jsonl, write_text
 from rag.squad import load_squad, split_articles, split_queries
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args()
-    p = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))["ko"]
+def run() -> None:
+    p = params()["ko"]
     t0 = time.perf_counter()
 
     ds = load_squad(p["squad_path"], dedupe_passages=p["dedupe_passages"])
@@ -70,5 +65,4 @@ def main() -> None:
           f"{len(train_a)} / {len(test_a)} articles, {time.perf_counter() - t0:.1f} s")
 
 
-if __name__ == "__main__":
-    main()
+main(run)

@@ -1,6 +1,6 @@
 """Stage ko_retrieval: every Korean retriever on the test-split queries -> metrics/ko/retrieval.{json,md}.
 
-Reads params ``ko.*`` (``--params PATH``, default params.yaml) and, from ``ko.data_dir``: passages.jsonl,
+Reads params ``ko.*`` and, from ``ko.data_dir``: passages.jsonl,
 queries.jsonl, qrels.json, use_passages.npy, use_queries.npy, use_meta.json. Search space: every (deduplicated)
 passage. Rows: BM25 per tokenizer (k1/b from params), USE dense, the fixed RRF fusions of ``ko.fusions``,
 BM25 kiwi/bigram with k1 chosen on train, and ``learned_rrf`` (BM25 k1, RRF k and weights chosen on the
@@ -9,15 +9,14 @@ tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from common import main, params
 from rag import korean
 from rag.io import InputError, read_jsonl, write_json, write_text
 from rag.learned_fusion import fuse, search_rrf, weight_grid
@@ -40,11 +39,8 @@ def memo(tokenize):
     return cached
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    args = ap.parse_args()
-    p = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))["ko"]
+def run() -> None:
+    p = params()["ko"]
     t_start = time.perf_counter()
     data, out = Path(p["data_dir"]), Path(p["metrics_dir"])
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
@@ -162,5 +158,4 @@ def main() -> None:
     print(header + "".join(lines))
 
 
-if __name__ == "__main__":
-    main()
+main(run)
