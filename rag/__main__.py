@@ -47,25 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         return _compare()
 
-    import yaml
-
     from rag.gate import ThresholdError
-    from rag.io import InputError
+    from rag.io import InputError, read_params
     from rag.pipeline import run_chain
 
     # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        with open(args.params, encoding="utf-8") as f:
-            p = yaml.safe_load(f)
-    except OSError as e:
-        print(f"error: {args.params}: {e.strerror}", file=sys.stderr)
-        return 2
-    except yaml.YAMLError as e:
-        print(f"error: {args.params}: invalid YAML ({str(e).splitlines()[0]})", file=sys.stderr)
-        return 2
-    if not isinstance(p, dict):
-        print(f"error: {args.params}: expected a mapping of sections (see params.yaml)", file=sys.stderr)
+        p = read_params(args.params)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         if args.llm_url:

@@ -22,6 +22,20 @@ def number(p: Mapping, section: str, key: str, kind: type = float) -> float | in
     return kind(v)
 
 
+def words(p: Mapping, section: str, key: str) -> tuple[str, ...]:
+    """``p[section][key]`` as a tuple of words; ValueError naming ``section.key`` unless it is a list of strings
+    (a YAML ``true``/``false`` in a word list is a boolean: quote it)."""
+    v = p[section][key]
+    if v is None:
+        return ()
+    if not isinstance(v, list):
+        raise ValueError(f"{section}.{key} must be a list of words, got {v!r}")
+    bad = sorted(repr(w) for w in v if not isinstance(w, str))
+    if bad:
+        raise ValueError(f"{section}.{key} must be a list of words, got {', '.join(bad)} (quote them)")
+    return tuple(v)
+
+
 def check(p: Mapping) -> None:
     """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
     TypeError naming the key) before any model is started or called."""
@@ -38,8 +52,9 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
     r = p["rewrite"]
     swap = tuple(tuple(t for terms in values.values() for t in terms)
                  for slot, values in p["verify"]["slots"].items() if slot != "day")
-    rules = RewriteRules(fillers=tuple(r["fillers"]), units=dict(r["units"]), tens=dict(r["tens"]),
-                         openers=tuple(r["openers"]), weekdays=tuple(r["weekdays"]), swap_classes=swap)
+    rules = RewriteRules(fillers=words(p, "rewrite", "fillers"), units=dict(r["units"]), tens=dict(r["tens"]),
+                         openers=words(p, "rewrite", "openers"), weekdays=words(p, "rewrite", "weekdays"),
+                         swap_classes=swap)
     if not passages:
         return rules
     pairs = contrast_pairs((s for x in passages for s in split_sentences(x.text)), rules)
@@ -54,7 +69,7 @@ def hybrid_config(p: Mapping) -> HybridConfig:
 
     return HybridConfig(rrf_k=num("rrf_k", int), depth=num("depth", int),
                         weights=(num("weight_dense"), num("weight_bm25")),
-                        stopwords=frozenset(r["stopwords"] or ()) if r["use_stopwords"] else frozenset(),
+                        stopwords=frozenset(words(p, "retrieval", "stopwords")) if r["use_stopwords"] else frozenset(),
                         min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
                         phonetic_weight=num("phonetic_weight"), phonetic_encoder=str(r["phonetic_encoder"]),
                         phonetic_ngram=num("phonetic_ngram", int))
@@ -66,8 +81,8 @@ def verify_rules(p: Mapping) -> VerifyRules:
     if not isinstance(v["answer_types"], Mapping):
         raise ValueError(f"verify.answer_types must map a type name to its cues and pattern, got {v['answer_types']!r}")
     return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
-                       negations=tuple(v["negations"]), answer_types=dict(v["answer_types"]),
-                       function_words=tuple(v["function_words"]), min_coverage=number(p, "verify", "min_coverage"))
+                       negations=words(p, "verify", "negations"), answer_types=dict(v["answer_types"]),
+                       function_words=words(p, "verify", "function_words"), min_coverage=number(p, "verify", "min_coverage"))
 
 
 def answer_settings(p: Mapping, tau: float) -> AnswerSettings:

@@ -43,6 +43,35 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     return rows
 
 
+def read_params(path: str | Path) -> dict:
+    """A params file (params.yaml) as a dict, read the way DVC reads and writes it: YAML 1.2 with
+    ruamel.yaml's safe loader. ``dvc exp run -S key=value`` rewrites the whole file with ruamel.yaml's
+    YAML 1.2 writer, which drops the quotes around on/off/yes/no (strings in YAML 1.2, booleans to a
+    YAML 1.1 loader such as PyYAML); reading with the same dialect keeps every value DVC did not set.
+
+    Raises InputError naming ``path`` (and the line) for a missing or non-UTF-8 file, invalid YAML,
+    a duplicate key, or a document that is not a mapping.
+    """
+    from ruamel.yaml import YAML, YAMLError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    try:
+        p = YAML(typ="safe").load(text)
+    except YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InputError(f"{path}{line}: invalid YAML ({problem})") from None
+    if not isinstance(p, dict):
+        raise InputError(f"{path}: expected a mapping of sections (see params.yaml)")
+    return p
+
+
 def _atomic(path: str | Path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

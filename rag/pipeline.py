@@ -43,13 +43,15 @@ def gate_scores(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str
     return {q: round(s, 6) for q, s in abstain.signal_scores(p["abstain"]["signal"], feats, model).items()}
 
 
-def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
-                  ks: Sequence[int] = (1, 3, 5, 10)) -> tuple[list[dict], dict]:
+HEADLINE = ("recall@1", "recall@3", "mrr@10")  # the retrieval metrics step_evaluate reports
+
+
+def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping) -> tuple[list[dict], dict]:
     """Search with the raw and the rewritten transcript in ``retrieval.mode``.
 
     Raises InputError (`rag.queries.check_against_kb`) for gold names not in the KB or no
     answerable query. Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, top1, score}``,
-    metrics ``{"raw": {...}, "rewritten": {...}}``); ``raw_score`` / ``top1`` are the raw and
+    metrics ``{"mode": ..., "raw": {recall_at_1, recall_at_3, mrr_at_10}, "rewritten": {...}}``); ``raw_score`` / ``top1`` are the raw and
     rewritten top-1 cosines, ``score`` is the gate's signal (`gate_scores`) of the rewritten query.
     """
     check_against_kb(queries, {x.doc for x in index.passages})
@@ -62,8 +64,10 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping,
     for form, texts in forms.items():
         vectors = embed_texts(texts)
         runs = doc_runs(index, texts, mode, vectors)
-        # retrieval.json names: recall_at_1, mrr_at_10, ... (the compare tables keep "recall@1").
-        metrics[form] = {k.replace("@", "_at_"): v for k, v in retrieval_metrics(queries, runs, ks).items()}
+        # retrieval.json is a headline file (dvc exp show): recall_at_1, recall_at_3, mrr_at_10; the full
+        # matrix is the compare stage's (compare.json keeps "recall@1").
+        metrics[form] = {k.replace("@", "_at_"): v for k, v in retrieval_metrics(queries, runs, (1, 3, 10)).items()
+                         if k in HEADLINE}
         for qid, cos in top1_cosine(index, vectors).items():
             rows[qid]["raw_top" if form == "raw" else "top"] = [d for d, _ in runs[qid][:3]]
             rows[qid]["raw_score" if form == "raw" else "top1"] = round(cos, 6)

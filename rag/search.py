@@ -43,12 +43,10 @@ class HybridConfig:
     phonetic_ngram: int = 3
 
     def __post_init__(self):
-        # YAML 1.1 (PyYAML) reads unquoted on/off/yes/no as booleans, so a params list silently
-        # loses those stopwords; refuse anything that is not a string.
+        # a boolean in the list would silently never match a token
         bad = sorted(repr(w) for w in self.stopwords if not isinstance(w, str))
         if bad:
-            raise ValueError(f"stopwords must be strings, got {', '.join(bad)} "
-                             "(YAML reads unquoted on/off/yes/no as booleans: quote them)")
+            raise ValueError(f"stopwords must be strings, got {', '.join(bad)}")
 
 
 @dataclass

@@ -5,8 +5,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 VOICE_DATA = ROOT / "data" / "voice"
@@ -19,13 +17,12 @@ def params() -> dict:
     import argparse
 
     from rag import config
-    from rag.io import InputError
+    from rag.io import InputError, read_params
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     path = Path(ap.parse_known_args()[0].params)
-    with open(path, encoding="utf-8") as f:
-        p = yaml.safe_load(f)
+    p = read_params(path)
     try:
         config.check(p)
     except KeyError as e:

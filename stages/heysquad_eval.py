@@ -3,7 +3,8 @@
 Reads ``{heysquad.data_dir}``/passages.jsonl, queries.jsonl, embed.npy and params ``rewrite``, ``retrieval``.
 Writes ``{heysquad.metrics_dir}``/retrieval.json (sizes; ``metrics[source][form][mode]`` = recall@1/5/10,
 mrr@10, ndcg@10, paragraph level; ``asr_penalty[spoken][form][mode]`` = (typed - spoken) / typed of
-MRR@10) and retrieval.md (both as Markdown tables).
+MRR@10) and retrieval.md (both as Markdown tables), and the headline summary.json (recall@1 and MRR@10 of
+``retrieval.mode`` on the raw questions, per source).
 """
 import time
 
@@ -33,6 +34,10 @@ def run():
     write_json(ROOT / h["metrics_dir"] / "retrieval.json", {
         "passages": len(passages), "questions": len(queries), "sample_passages": h["sample_passages"],
         "metrics": matrix, "asr_penalty_mrr@10": penalty})
+    mode = p["retrieval"]["mode"]
+    write_json(ROOT / h["metrics_dir"] / "summary.json", {  # headline for dvc exp show: retrieval.mode, raw
+        "mode": mode, **{source: {k.replace("@", "_at_"): matrix[source]["raw"][mode][k] for k in ("recall@1", "mrr@10")}
+                         for source in SOURCES}})
     r = p["retrieval"]
     caption = (f"HeySQuAD dev-common: {len(queries)} questions, {len(passages)} paragraphs (paragraph level). "
                f"Hybrid: RRF k={r['rrf_k']}, depth {r['depth']}, weights dense {r['weight_dense']} / "

@@ -5,7 +5,8 @@ queries.jsonl, qrels.json, use_passages.npy, use_queries.npy, use_meta.json. Sea
 passage. Rows: BM25 per tokenizer (k1/b from params), USE dense, the fixed RRF fusions of ``ko.fusions``,
 BM25 kiwi/bigram with k1 chosen on train, and ``learned_rrf`` (BM25 k1, RRF k and weights chosen on the
 TRAIN split only, by ``ko.learned.objective``). Writes metrics/ko/retrieval.json (test metrics per row,
-tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid).
+tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid),
+and the headline metrics/ko/summary.json (recall@1, nDCG@10 of learned_rrf and of the best single retriever).
 """
 from __future__ import annotations
 
@@ -138,6 +139,9 @@ def run() -> None:
         "split": "test", "queries": len(test), "passages": len(pids), "train_queries_for_learning": len(train),
         "retrievers": results, "best_single_by_ndcg@10": best_single,
     })
+    write_json(out / "summary.json", {  # headline for dvc exp show: the learned fusion vs the best single retriever
+        name: {k.replace("@", "_at_"): results[name][k] for k in ("recall@1", "ndcg@10")}
+        for name in ("learned_rrf", best_single)})
     header = "| retriever | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 | notes |\n|---|---|---|---|---|---|---|\n"
     lines = []
     for name, r in results.items():

@@ -5,9 +5,7 @@ Reads params.yaml `transcribe`; needs the `voice` extra and sox. Run by hand:
 """
 from importlib.metadata import version
 
-import yaml
-
-from rag.io import read_jsonl, write_jsonl
+from rag.io import read_jsonl, read_params, write_jsonl
 from rag.speech import transcribe_text
 
 FIELDS = ["id", "spoken", "context", "relevant", "answerable", "facts"]
@@ -23,8 +21,7 @@ def with_asr(rows, p, snr_db=None):
 
 
 def main():
-    with open("params.yaml", encoding="utf-8") as f:
-        p = yaml.safe_load(f)["transcribe"]
+    p = read_params("params.yaml")["transcribe"]
     name, want = p["tts_voice"].split("==")
     if version(name) != want:
         raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")

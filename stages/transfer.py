@@ -3,7 +3,8 @@
 For each signal (rag.abstain) tau is fitted on the clinic questions (rewritten transcripts) with
 ``threshold.policy``/``epsilon``; the combined model is fitted on the clinic rows only. Both are then
 applied as is to the held-out vet KB, clean and noisy ASR. Writes metrics/voice/transfer.json and
-metrics/voice/transfer.md; the default signal is picked on the TRANSFER sets only.
+metrics/voice/transfer.md (every signal), and the headline metrics/voice/vet.json (what is said on the vet KB,
+clean and noisy: `answer_key` below); the default signal is picked on the TRANSFER sets only.
 
 ``answer_key``: what is said on every set when the LLM is down (the extractive fallback, gated by
 ``abstain.signal`` at its fixture tau), scored against each question's ``facts``: the held-out check
@@ -23,6 +24,8 @@ from rag.queries import load_queries, raw_queries, rewrite_queries
 from rag.search import PassageIndex
 
 FIT, TRANSFER = "fixture", ("transfer_clean", "transfer_noisy")
+VET_HEADLINE = ("factual_accuracy", "grounded_wrong_said", "unsupported_said", "refusal_precision", "refusal_recall",
+                "answerable_refused")
 
 
 def run():
@@ -69,6 +72,8 @@ def run():
            "answer_key": {"signal": gate, "llm": "down (extractive fallback)", **answer_key},
            "runtime_s": round(time.perf_counter() - t0, 1)}
     write_json(VOICE_METRICS / "transfer.json", out)
+    write_json(VOICE_METRICS / "vet.json", {  # headline: what is said on the held-out vet KB
+        n.removeprefix("transfer_"): {k: answer_key[n][k] for k in VET_HEADLINE} for n in TRANSFER})
     write_text(VOICE_METRICS / "transfer.md", markdown(out, list(sets)))
     print(markdown(out, list(sets)))
 

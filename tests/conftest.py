@@ -2,7 +2,6 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
@@ -10,8 +9,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def params():
-    with open(ROOT / "params.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
+    from rag.io import read_params
+
+    return read_params(ROOT / "params.yaml")
 
 
 @pytest.fixture
@@ -29,3 +29,12 @@ def small_kb(tmp_path):
     (kb / "kb-billing.md").write_text(
         "# Billing\n\nWe accept cash, debit and credit cards. We do not accept personal checks.\n")
     return kb
+
+
+def write_params(path, p: dict):
+    """Write a params mapping as YAML 1.2 (ruamel.yaml, the dialect DVC writes and `rag.io.read_params` reads)."""
+    from ruamel.yaml import YAML
+
+    with open(path, "w", encoding="utf-8") as f:
+        YAML(typ="safe").dump(p, f)
+    return path

@@ -9,6 +9,8 @@ from rag.gate import ThresholdError, choose_tau
 from rag.io import InputError
 from rag.queries import load_queries
 
+from conftest import write_params
+
 ROWS = [
     {"id": "a1", "asr": "UM HOW LONG DOES A PRESCRIPTION REFILL TAKE", "context": None,
      "relevant": ["kb-refills"], "answerable": True, "facts": ["3 business days"]},
@@ -101,11 +103,8 @@ def test_bad_params_files(small_kb, tmp_path, capsys, params_text, message):
 
 
 def test_bad_param_value(small_kb, tmp_path, capsys, params):
-    import yaml
-
     bad = dict(params, retrieval=dict(params["retrieval"], mode="bogus"))
-    path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump(bad))
+    path = write_params(tmp_path / "p.yaml", bad)
     code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "q.jsonl", ROWS)), "--params", str(path)], capsys)
     assert code == 2 and "unknown retrieval mode 'bogus'" in err
 
@@ -119,10 +118,7 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
 ])
 def test_bad_params_fail_before_any_llm_call(small_kb, tmp_path, capsys, params, section, key, value, message):
     # A tester found these reported only after every LLM call had been made.
-    import yaml
-
-    path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump(dict(params, **{section: dict(params[section], **{key: value})})))
+    path = write_params(tmp_path / "p.yaml", dict(params, **{section: dict(params[section], **{key: value})}))
     with Stub(json.dumps({"answer": "x", "source": "none"})) as stub:
         code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "q.jsonl", ROWS)), "--params", str(path),
                              "--llm-url", stub.url], capsys)

@@ -189,15 +189,14 @@ def ko_params(tmp_path):
     import subprocess
     import sys
 
-    import yaml
-    from conftest import ROOT
+    from conftest import ROOT, write_params
+    from rag.io import read_params
 
-    p = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    p = read_params(ROOT / "params.yaml")
     p["ko"]["squad_path"] = str(ROOT / p["ko"]["squad_path"])
     p["ko"]["data_dir"] = str(tmp_path / "ko")
     p["ko"]["metrics_dir"] = str(tmp_path / "ko_metrics")
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(p, allow_unicode=True), encoding="utf-8")
+    path = write_params(tmp_path / "params.yaml", p)
     subprocess.run([sys.executable, str(ROOT / "stages" / "ko_prepare.py"), "--params", str(path)], check=True,
                    cwd=ROOT, capture_output=True)
     return path, p

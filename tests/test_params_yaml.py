@@ -1,0 +1,73 @@
+"""params.yaml is read the way DVC writes it (YAML 1.2), so `dvc exp run -S key=value` cannot change a value it
+did not set (issue 18: DVC's writer drops the quotes around "on"/"off"/"yes"/"no", which a YAML 1.1 loader reads
+as booleans)."""
+import copy
+import shutil
+
+import pytest
+from dvc.utils.hydra import apply_overrides  # the code path behind `dvc exp run -S`
+
+from rag import config
+from rag.io import InputError, read_params
+
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("override, section, key, value", [
+    ("retrieval.mode=dense", "retrieval", "mode", "dense"),
+    ("abstain.signal=top1", "abstain", "signal", "top1"),
+    ("threshold.epsilon=0.02", "threshold", "epsilon", 0.02),
+    ("answer.min_sentence_cosine=0.3", "answer", "min_sentence_cosine", 0.3),
+])
+def test_dvc_set_param_changes_only_that_key(tmp_path, override, section, key, value):
+    path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", path)
+    before = read_params(path)
+    apply_overrides(str(path), [override])
+    text = path.read_text(encoding="utf-8")
+    assert '"on"' not in text and "- on\n" in text  # DVC's writer did drop the quotes (and reflowed the list)
+    expected = copy.deepcopy(before)
+    expected[section][key] = value
+    after = read_params(path)
+    assert after == expected
+    assert {"on", "off", "no", "yes"} <= set(after["retrieval"]["stopwords"])
+    assert "no" in after["verify"]["negations"]
+    config.check(after)
+
+
+def test_dvc_set_param_list_change(tmp_path):
+    path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", path)
+    fillers = read_params(path)["rewrite"]["fillers"]
+    apply_overrides(str(path), ["rewrite.fillers=[" + ",".join(f"'{f}'" for f in fillers + ["erm"]) + "]"])
+    assert read_params(path)["rewrite"]["fillers"] == fillers + ["erm"]
+
+
+def test_params_read_as_yaml_1_2(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("retrieval:\n  stopwords: [the, on, off, yes, no]\n  hours: 1:30\n")
+    assert read_params(path) == {"retrieval": {"stopwords": ["the", "on", "off", "yes", "no"], "hours": "1:30"}}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: 1\na: 2\n", "p.yaml:2: invalid YAML"),
+    ("retrieval: [a: b\n", "p.yaml:2: invalid YAML"),
+    ("- a\n", "expected a mapping of sections"),
+    ("", "expected a mapping of sections"),
+])
+def test_bad_params_file_is_named(tmp_path, text, message):
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        read_params(path)
+
+
+@pytest.mark.parametrize("section, key", [
+    ("retrieval", "stopwords"), ("rewrite", "fillers"), ("rewrite", "openers"), ("verify", "negations"),
+    ("verify", "function_words"),
+])
+def test_word_lists_hold_only_strings(params, section, key):
+    bad = copy.deepcopy(params)
+    bad[section][key] = ["the", True]
+    with pytest.raises(ValueError, match=rf"{section}\.{key} must be a list of words, got True"):
+        config.check(bad)
