@@ -13,6 +13,7 @@ import numpy as np
 from rag.llm import LLMReply, answer_schema, ask, build_messages
 from rag.chunk import Passage
 from rag.search import HybridConfig, PassageIndex
+from rag.sentences import SentenceIndex
 from rag.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, slots_conflict,
                         split_sentences, verify)
 
@@ -63,11 +64,12 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
                temperature=settings.temperature, seed=settings.seed, model=settings.model)
 
 
-def candidate_sentences(query: str, docs: Sequence[str], kb: Mapping[str, str],
-                        rules: VerifyRules = DEFAULT_VERIFY) -> list[tuple[str, str]]:
-    """``(sentence, doc)`` of every sentence of ``docs`` (in order; a doc not in ``kb`` has none) whose
-    slots (day, service) do not contradict the query: a Saturday question never gets the weekday sentence."""
-    return [(s, d) for d in docs for s in split_sentences(kb.get(d, "")) if not slots_conflict(query, s, rules)]
+def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceIndex,
+                        rules: VerifyRules = DEFAULT_VERIFY) -> list[tuple[str, str, np.ndarray]]:
+    """``(sentence, doc, (384,) unit vector)`` of every sentence of ``docs`` (in order; a doc not in
+    ``sentences`` has none) whose slots (day, service) do not contradict the query: a Saturday question never
+    gets the weekday sentence."""
+    return [(s, d, v) for d in docs for s, v in sentences.of(d) if not slots_conflict(query, s, rules)]
 
 
 def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,
@@ -98,25 +100,26 @@ class Extract(NamedTuple):
     cosine: float
 
 
-def extractive(query: str, vector: np.ndarray, docs: Sequence[str], kb: Mapping[str, str],
+def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: SentenceIndex,
                rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
                hybrid: HybridConfig = HybridConfig()) -> Extract | None:
     """The retrieved sentence to read out instead of a failed answer: `pick_sentence` over
-    `candidate_sentences`. None if every candidate contradicts the query."""
-    from rag.embed import get_embedder
-
-    cands = candidate_sentences(query, docs, kb, rules)
+    `candidate_sentences` (their vectors precomputed in ``sentences``). None if every candidate contradicts
+    the query."""
+    cands = candidate_sentences(query, docs, sentences, rules)
     if not cands:
         return None
-    sentences = [s for s, _ in cands]
-    vectors = get_embedder().embed(sentences)
-    best = pick_sentence(query, vector, sentences, vectors, rules, mode, hybrid)
-    return Extract(*cands[best], round(float(vectors[best] @ vector), 6))
+    vectors = np.stack([v for _, _, v in cands])
+    best = pick_sentence(query, vector, [s for s, _, _ in cands], vectors, rules, mode, hybrid)
+    return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6))
 
 
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
-           rules: VerifyRules = DEFAULT_VERIFY) -> dict:
+           rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None) -> dict:
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
+
+    sentences: the KB's `SentenceIndex`, built once at index time; None splits and embeds the retrieved
+    documents now (the query-time path: ~10x slower a turn on long paragraphs, see bench.json).
 
     A gated row says the refusal; an LLM answer that passes `rag.verify.verify` is said as is;
     anything else is replaced by `extractive`, or by the refusal when no sentence agrees with the query
@@ -134,7 +137,9 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
         if ok:
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
                     "reason": "verified"}
-    fallback = extractive(row["query"], vector, row["retrieved"], kb, rules, settings.mode, settings.hybrid)
+    if sentences is None:
+        sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
+    fallback = extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode, settings.hybrid)
     if fallback is None or fallback.cosine < settings.min_sentence_cosine:
         why = "no sentence agrees with the query" if fallback is None else "sentence_below_min_cosine"
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",

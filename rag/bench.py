@@ -1,4 +1,5 @@
-"""Per-turn latency of the retrieval steps (rewrite, query embedding, search) and embedding throughput.
+"""Per-turn latency: the retrieval steps (rewrite, query embedding, search), the whole turn without the LLM
+(`whole_turn`: + gate, pick, verify), and embedding throughput.
 
 Times are wall-clock (``time.perf_counter``) on this machine, one call at a time; they depend on the CPU
 and its load, so quote the medians (p50) and read p95 as the tail.
@@ -6,7 +7,7 @@ and its load, so quote the medians (p50) and read p95 as the tail.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -57,3 +58,39 @@ def embed_throughput(embedder, texts: Sequence[str], repeats: int) -> float:
     """Median passages/s of ``embedder.embed(texts)`` (one batched call) over ``repeats`` timed calls."""
     embedder.embed(texts[:1])  # warm-up
     return round(float(np.median([len(texts) / (_ms(embedder.embed, texts)[1] / 1000.0) for _ in range(repeats)])), 2)
+
+
+TURN_STEPS = ("rewrite", "embed_query", "search", "gate", "pick", "verify")
+
+
+def whole_turn(index: PassageIndex, kb: Mapping[str, str], sentences, texts: Sequence[str], rules: RewriteRules,
+               settings, verify_rules, gate: Callable[[str, np.ndarray], float], embedder, repeats: int) -> dict:
+    """Latency of a whole turn without the LLM, per step, over ``repeats`` passes of ``texts`` (after one
+    untimed warm-up pass): rewrite the transcript, embed it, search (``settings.mode``, top ``settings.k``),
+    gate (``gate(query, vector)`` -> score), pick what is said with the LLM down (`rag.answer.decide`:
+    candidate scoring and the extractive pick, with the KB's precomputed `rag.sentences.SentenceIndex`
+    ``sentences``, or None to split and embed the retrieved documents per question, the old path), and
+    verify the picked sentence as if the LLM had said it (`rag.verify.verify`).
+
+    Returns ``{step: summary, "turn": summary}`` in ms (`summary`), ``turn`` the sum of the steps per question.
+    """
+    from rag.answer import decide, retrieve
+    from rag.verify import verify
+
+    times: dict[str, list[float]] = {s: [] for s in (*TURN_STEPS, "turn")}
+    for rep in range(repeats + 1):
+        for n, asr in enumerate(texts):
+            t: dict[str, float] = {}
+            text, t["rewrite"] = _ms(rewrite, asr, None, rules)
+            vector, t["embed_query"] = _ms(embedder.embed_one, text)
+            (_, docs), t["search"] = _ms(retrieve, index, text, vector, settings)
+            _, t["gate"] = _ms(gate, text, vector)
+            row = {"id": str(n), "query": text, "retrieved": docs, "gated": False, "answer": None, "source": None,
+                   "error": "unreachable"}
+            said, t["pick"] = _ms(decide, row, kb, vector, settings, verify_rules, sentences)
+            _, t["verify"] = _ms(verify, said["say"], said["source"], docs, kb, text, verify_rules)
+            if rep:
+                for step, ms in t.items():
+                    times[step].append(ms)
+                times["turn"].append(sum(t.values()))
+    return {step: summary(ms) for step, ms in times.items()}

@@ -16,6 +16,7 @@ import numpy as np
 from rag.chunk import Passage
 from rag.io import InputError
 from rag.search import HybridConfig
+from rag.sentences import SentenceIndex
 from rag.squad import load_answers, load_squad
 from rag.verify import VerifyRules
 
@@ -89,14 +90,13 @@ def asr_penalty(matrix: Mapping[str, Mapping[str, Mapping[str, Mapping[str, floa
 
 
 def sentence_picks(queries: Sequence[dict], texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],
-                   docs: Mapping[str, Sequence[str]], kb: Mapping[str, str],
-                   sentence_vectors: Mapping[str, np.ndarray], rules: VerifyRules, mode: str,
+                   docs: Mapping[str, Sequence[str]], sentences: SentenceIndex, rules: VerifyRules, mode: str,
                    hybrid: HybridConfig) -> list[dict]:
     """The extractive fallback's pick for every query, scored against SQuAD's gold answer spans.
 
     For each query, the sentences of ``docs[id]`` (`rag.answer.candidate_sentences`) are ranked by
-    `rag.answer.pick_sentence` with the (384,) query vector ``vectors[id]`` and the sentences' rows of
-    ``sentence_vectors`` (``{sentence: (384,) unit vector}``). Returns one row per query, in order:
+    `rag.answer.pick_sentence` with the (384,) query vector ``vectors[id]`` and the sentences' vectors
+    precomputed in ``sentences`` (`rag.sentences.SentenceIndex` of the passages). Returns one row per query, in order:
     ``{"id", "hit": the pick contains a gold answer (case-insensitive substring), "cosine": the pick's
     cosine with the query, "ceiling": some candidate contains one, "typed": the query asks for a known
     answer type (`rag.verify.asked_types`)}``; a query without candidates has hit False, cosine None
@@ -111,12 +111,13 @@ def sentence_picks(queries: Sequence[dict], texts: Mapping[str, str], vectors: M
         if not isinstance(q["answers"], list) or not all(isinstance(a, str) and a.strip() for a in q["answers"]):
             raise InputError(f"query {q['id']}: answers must be a list of non-empty strings, got {q['answers']!r}")
         text, gold, v = texts[q["id"]], [a.lower() for a in q["answers"]], vectors[q["id"]]
-        cands = [s for s, _ in candidate_sentences(text, docs[q["id"]], kb, rules)]
+        found = candidate_sentences(text, docs[q["id"]], sentences, rules)
+        cands = [s for s, _, _ in found]
         holds = [any(a in s.lower() for a in gold) for s in cands]
         row = {"id": q["id"], "hit": False, "cosine": None, "ceiling": any(holds),
                "typed": bool(asked_types(text, rules))}
         if cands:
-            matrix = np.stack([sentence_vectors[s] for s in cands])
+            matrix = np.stack([v for _, _, v in found])
             best = pick_sentence(text, v, cands, matrix, rules, mode, hybrid)
             row.update(hit=holds[best], cosine=float(matrix[best] @ v))
         rows.append(row)

@@ -19,6 +19,7 @@ from rag.gate import ThresholdError, choose_tau
 from rag.queries import check_against_kb, load_queries, raw_queries, rewrite_queries
 from rag.scoring import final_metrics
 from rag.search import PassageIndex
+from rag.sentences import SentenceIndex
 
 
 def gate_scores(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str, str],
@@ -32,15 +33,40 @@ def gate_scores(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str
     from rag import abstain
 
     feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
-    model = None
-    if p["abstain"]["signal"] == "combined":
-        ids = list(feats)
-        labels = {q["id"]: q["answerable"] for q in queries}
-        if len(set(labels.values())) < 2:
-            raise ThresholdError("the combined abstention signal is fitted on the questions' labels: "
-                                 "it needs answerable and unanswerable questions")
-        model = abstain.fit_combined([feats[q] for q in ids], [labels[q] for q in ids], int(p["abstain"]["seed"]))
+    model = _gate_model(feats, queries, p)
     return {q: round(s, 6) for q, s in abstain.signal_scores(p["abstain"]["signal"], feats, model).items()}
+
+
+def _gate_model(feats: Mapping[str, Mapping[str, float]], queries: Sequence[dict], p: Mapping):
+    """The `rag.abstain.fit_combined` model on ``feats`` and the queries' labels (None unless
+    ``abstain.signal`` is combined). Raises ThresholdError when the labels hold one class only."""
+    from rag import abstain
+
+    if p["abstain"]["signal"] != "combined":
+        return None
+    ids = list(feats)
+    labels = {q["id"]: q["answerable"] for q in queries}
+    if len({labels[q] for q in ids}) < 2:
+        raise ThresholdError("the combined abstention signal is fitted on the questions' labels: "
+                             "it needs answerable and unanswerable questions")
+    return abstain.fit_combined([feats[q] for q in ids], [labels[q] for q in ids], int(p["abstain"]["seed"]))
+
+
+def fit_gate(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str, str],
+             vectors: Mapping[str, np.ndarray], p: Mapping, apply_to: PassageIndex | None = None):
+    """The gate as a function ``(query, (384,) unit vector) -> score`` (one question at a time, as a turn needs
+    it), with the model of `gate_scores` fitted on ``queries`` searched in ``index``, applied to questions
+    searched in ``apply_to`` (default ``index``; another KB gets the gate shipped from this one). Raises
+    ThresholdError as `gate_scores` does."""
+    from rag import abstain
+
+    stop = p["retrieval"]["stopwords"] or ()
+    model = _gate_model(abstain.features(index, texts, vectors, stop), queries, p)
+
+    def score(query: str, vector: np.ndarray) -> float:
+        feats = abstain.features(apply_to or index, {"q": query}, {"q": vector}, stop)
+        return abstain.signal_scores(p["abstain"]["signal"], feats, model)["q"]
+    return score
 
 
 HEADLINE = ("recall@1", "recall@3", "mrr@10")  # the retrieval metrics step_evaluate reports
@@ -118,11 +144,13 @@ def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, s
 
 
 def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
-               tau: float) -> tuple[list[dict], dict]:
-    """Verify or replace every answer; returns (final.jsonl rows, final metrics)."""
+               tau: float, sentences: SentenceIndex | None = None) -> tuple[list[dict], dict]:
+    """Verify or replace every answer; returns (final.jsonl rows, final metrics). ``sentences``: the KB's
+    precomputed `SentenceIndex` (the embed_sentences stage's); None builds it from ``kb`` here, once."""
     settings, rules = config.answer_settings(p, tau), config.verify_rules(p)
+    sentences = sentences or SentenceIndex.build(kb)
     vectors = embed_texts({a["id"]: a["query"] for a in answers})
-    rows = [decide(a, kb, vectors[a["id"]], settings, rules) for a in answers]
+    rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences) for a in answers]
     return rows, final_metrics(queries, rows, kb)
 
 

@@ -1,11 +1,16 @@
-"""Stage bench_latency: per-turn p50/p95 of rewrite, query embedding and search (each mode), and passage
-embedding throughput, on the clinic fixtures -> metrics/voice/bench.json (ms; passages/s)."""
-from common import ROOT, VOICE_METRICS, main, params, voice_index
+"""Stage bench_latency: per-turn p50/p95 (ms) on the clinic fixtures -> metrics/voice/bench.json:
+rewrite, query embedding and search (each mode); the whole turn without the LLM (+ gate, pick, verify) with the
+KB's sentences embedded at index time and, as the comparison row, per question; passage embedding throughput."""
+from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag import config
-from rag.bench import embed_throughput, turn_latency
+from rag.bench import embed_throughput, turn_latency, whole_turn
+from rag.chunk import load_kb
 from rag.embed import get_embedder
+from rag.evaluate import embed_texts
 from rag.io import write_json
-from rag.queries import load_queries
+from rag.pipeline import fit_gate
+from rag.queries import load_queries, rewrite_queries
+from rag.sentences import SentenceIndex
 
 
 def run():
@@ -14,11 +19,18 @@ def run():
     index = voice_index(p)
     queries = load_queries(ROOT / p["voice"]["queries"])
     embedder = get_embedder()
-    latency = turn_latency(index, queries, config.rewrite_rules(p, index.passages), embedder, int(p["retrieval"]["k"]),
-                           int(b["repeats"]))
+    rules = config.rewrite_rules(p, index.passages)
+    latency = turn_latency(index, queries, rules, embedder, int(p["retrieval"]["k"]), int(b["repeats"]))
+    texts = rewrite_queries(queries, rules)
+    gate = fit_gate(index, queries, texts, embed_texts(texts), p)
+    kb, settings, verify_rules = load_kb(ROOT / p["voice"]["kb"]), config.answer_settings(p, 0.0), config.verify_rules(p)
+    sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
+    turn = {name: whole_turn(index, kb, s, [q["asr"] for q in queries], rules, settings, verify_rules, gate,
+                             embedder, int(b["repeats"]))
+            for name, s in (("index_time_sentences", sentences), ("query_time_sentences", None))}
     throughput = embed_throughput(embedder, [x.text for x in index.passages], int(b["embed_repeats"]))
     write_json(VOICE_METRICS / "bench.json", {
-        "turns": len(queries), "repeats": b["repeats"], "latency_ms": latency,
+        "turns": len(queries), "repeats": b["repeats"], "latency_ms": latency, "whole_turn_ms": turn,
         "embed_passages": len(index.passages), "embed_passages_per_s": throughput})
 
 

@@ -7,6 +7,10 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
+# Import this checkout's rag/, not the one the editable install points at: `dvc exp run --temp` and queued
+# experiments run the stages in a copy of the repository (a stage importing the workspace's rag/ would run
+# code the experiment never committed).
+sys.path.insert(0, str(ROOT))
 VOICE_DATA = ROOT / "data" / "voice"
 VOICE_METRICS = ROOT / "metrics" / "voice"
 

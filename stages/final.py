@@ -6,14 +6,16 @@ from rag.chunk import load_kb
 from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import step_final
 from rag.queries import load_queries
+from rag.sentences import SentenceIndex
 
 
 def run():
     p = params()
     tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
     answers = read_jsonl(VOICE_DATA / "answers.jsonl", required=("id", "query", "gated", "error"))
+    sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     rows, metrics = step_final(answers, load_queries(ROOT / p["voice"]["queries"]),
-                               load_kb(ROOT / p["voice"]["kb"]), p, tau)
+                               load_kb(ROOT / p["voice"]["kb"]), p, tau, sentences)
     write_jsonl(VOICE_DATA / "final.jsonl", rows)
     write_json(VOICE_METRICS / "final.json", metrics)
 

@@ -16,13 +16,12 @@ from common import ROOT, heysquad_index, main, params
 from rag import config
 from rag.answer import retrieve
 from rag.compare import markdown_table
-from rag.embed import get_embedder
 from rag.evaluate import embed_texts
 from rag.heysquad import SOURCES, as_transcripts, selective_accuracy, sentence_picks
 from rag.io import InputError, write_json, write_text
 from rag.queries import rewrite_queries
 from rag.search import MODES
-from rag.verify import split_sentences
+from rag.sentences import SentenceIndex
 
 
 def checked_grid(h: dict, settings) -> tuple[list[str], list[float]]:
@@ -47,9 +46,7 @@ def run():
     hybrid, rules = config.hybrid_config(p), config.verify_rules(p)
     settings = config.answer_settings(p, 0.0)
     modes, grid = checked_grid(h, settings)
-    kb = {r["_id"]: r["text"] for r in passages}
-    sentences = list(dict.fromkeys(s for text in kb.values() for s in split_sentences(text)))
-    sentence_vectors = dict(zip(sentences, get_embedder().embed(sentences)))
+    sentences = SentenceIndex.build({r["_id"]: r["text"] for r in passages})
     accuracy, selective = {}, {}
     for source in SOURCES:
         texts = rewrite_queries(as_transcripts(queries, source), config.rewrite_rules(p, index.passages))
@@ -60,13 +57,13 @@ def run():
         for setting, by_query in docs.items():
             accuracy[source][setting] = {}
             for mode in modes:
-                picks = sentence_picks(queries, texts, vectors, by_query, kb, sentence_vectors, rules, mode, hybrid)
+                picks = sentence_picks(queries, texts, vectors, by_query, sentences, rules, mode, hybrid)
                 accuracy[source][setting][mode] = {key: round(float(np.mean([r[key] for r in picks])), 6)
                                                    for key in ("hit", "ceiling", "typed")}
                 if setting == "retrieved" and mode == settings.mode:
                     selective[source] = {f"{t:.2f}": selective_accuracy(picks, t) for t in grid}
     write_json(ROOT / h["metrics_dir"] / "answer.json", {
-        "questions": len(queries), "sentences": len(sentences),
+        "questions": len(queries), "sentences": len(sentences.rows),
         "retrieval": {"mode": settings.mode, "k": settings.k}, "min_sentence_cosine": settings.min_sentence_cosine,
         "accuracy": accuracy, "selective": selective})
     rows = [[source, setting, mode, m["hit"], m["ceiling"], m["typed"]]
@@ -84,7 +81,7 @@ def run():
                + f"\nSaying only picks with cosine >= min (retrieved passages, {settings.mode} ranking):\n\n"
                + markdown_table(["questions", "min cosine", "said", "hit of said", "hit of refused", "wrong said",
                                  "right refused"], sel_rows))
-    print(f"heysquad_answer: {len(queries)} questions, {len(sentences)} sentences, {time.perf_counter() - t0:.1f} s")
+    print(f"heysquad_answer: {len(queries)} questions, {len(sentences.rows)} sentences, {time.perf_counter() - t0:.1f} s")
 
 
 main(run)

@@ -34,6 +34,13 @@ def exp_repo(tmp_path_factory):
     return repo
 
 
+def test_stages_import_their_own_checkout(exp_repo):
+    # queued and --temp experiments run in a copy: `rag` must come from that copy, not the editable install
+    done = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'stages'); import common, rag; "
+                           "print(rag.__file__)"], cwd=exp_repo, capture_output=True, text=True, check=True)
+    assert Path(done.stdout.strip()).is_relative_to(exp_repo)
+
+
 def _dvc(repo: Path, *args: str) -> str:
     env = dict(os.environ, DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")

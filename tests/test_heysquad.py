@@ -73,6 +73,7 @@ def test_asr_penalty_by_hand():
 def test_sentence_picks():
     from rag.heysquad import selective_accuracy, sentence_picks
     from rag.search import HybridConfig
+    from rag.sentences import SentenceIndex
     from rag.verify import DEFAULT_VERIFY
 
     kb = {"p": "The bridge opened in 1932. It is painted red. Ferries still cross the bay."}
@@ -83,16 +84,18 @@ def test_sentence_picks():
              "d": "how much is a ticket"}
     emb = get_embedder()
     vectors = dict(zip(texts, emb.embed(list(texts.values()))))
-    svec = dict(zip(sentences, emb.embed(sentences)))
+    index = SentenceIndex.build(kb)
+    assert [s for s, _ in index.of("p")] == sentences
+    svec = dict(index.of("p"))
     docs = {"a": ["p"], "b": ["p"], "c": ["p"], "d": []}
-    picks = sentence_picks(queries, texts, vectors, docs, kb, svec, DEFAULT_VERIFY, "dense", HybridConfig())
+    picks = sentence_picks(queries, texts, vectors, docs, index, DEFAULT_VERIFY, "dense", HybridConfig())
     assert [(r["id"], r["hit"], r["ceiling"], r["typed"]) for r in picks] == [
         ("a", True, True, False), ("b", True, True, False), ("c", False, False, False), ("d", False, False, True)]
     assert abs(picks[0]["cosine"] - float(svec[sentences[0]] @ vectors["a"])) < 1e-6
     assert picks[3]["cosine"] is None  # no candidate sentence: refused at any min cosine
     assert selective_accuracy(picks, -1.0)["said"] == 0.75
     with pytest.raises(InputError, match="query a: answers must be a list of non-empty strings"):
-        sentence_picks([{"id": "a", "answers": "1932"}], texts, vectors, docs, kb, svec, DEFAULT_VERIFY, "dense",
+        sentence_picks([{"id": "a", "answers": "1932"}], texts, vectors, docs, index, DEFAULT_VERIFY, "dense",
                        HybridConfig())
 
 

@@ -10,6 +10,7 @@ from rag.embed import get_embedder
 from rag.llm import answer_schema, validate
 from rag.llm_server import free_port
 from rag.search import PassageIndex
+from rag.sentences import SentenceIndex
 
 QUERY = "what time do you open on saturday"
 
@@ -98,10 +99,10 @@ def test_extractive_prefers_answer_type_then_slot(setup):
 
     _, kb, _ = setup
     q = "how long does a refill take"
-    sentence, doc, cosine = extractive(q, get_embedder().embed_one(q), ["kb-refills"], kb)
+    sentence, doc, cosine = extractive(q, get_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
     assert doc == "kb-refills" and "3 business days" in sentence and 0.5 < cosine <= 1.0
     q = "what time do you close on weekdays"
-    sentence = extractive(q, get_embedder().embed_one(q), ["kb-hours"], kb).sentence
+    sentence = extractive(q, get_embedder().embed_one(q), ["kb-hours"], SentenceIndex.build(kb)).sentence
     assert sentence == "On weekdays we are open from 8:30 a.m. to 6 p.m."
 
 
@@ -134,10 +135,10 @@ def test_extractive_ranks_sentences_in_the_retrieval_mode():
 
     kb = load_kb(ROOT / "fixtures" / "transfer" / "kb")
     q = "but what time should i bring my dog in for surgery"
-    vec = get_embedder().embed_one(q)
+    vec, sentences = get_embedder().embed_one(q), SentenceIndex.build(kb)
     hybrid = HybridConfig(rrf_k=10, weights=(1.0, 2.0), stopwords=frozenset("but what should i my in for".split()))
-    assert extractive(q, vec, ["vet-surgery"], kb, mode="dense").sentence.startswith("Do not feed your pet after 10 p.m.")
-    assert extractive(q, vec, ["vet-surgery"], kb, mode="hybrid_phonetic", hybrid=hybrid).sentence == \
+    assert extractive(q, vec, ["vet-surgery"], sentences, mode="dense").sentence.startswith("Do not feed your pet after 10 p.m.")
+    assert extractive(q, vec, ["vet-surgery"], sentences, mode="hybrid_phonetic", hybrid=hybrid).sentence == \
         "Surgery drop-off is at 7:30 a.m."
 
 

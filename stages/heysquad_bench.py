@@ -1,0 +1,39 @@
+"""Stage heysquad_bench: the whole turn without the LLM on HeySQuAD's long paragraphs (human ASR questions)
+-> metrics/heysquad/bench.json: p50/p95 (ms) per step and per turn, with the passages' sentences embedded at
+index time and, as the comparison row from the same run, split and embedded per question. The gate is the
+clinic's (`abstain.signal` fitted on the clinic fixture), applied unchanged."""
+import time
+
+from common import ROOT, heysquad_index, main, params, voice_index
+from rag import config
+from rag.bench import whole_turn
+from rag.embed import get_embedder
+from rag.evaluate import embed_texts
+from rag.io import write_json
+from rag.pipeline import fit_gate
+from rag.queries import load_queries, rewrite_queries
+from rag.sentences import SentenceIndex
+
+
+def run():
+    p = params()
+    h = p["heysquad"]
+    passages, queries, index = heysquad_index(p)
+    clinic, clinic_queries = voice_index(p), load_queries(ROOT / p["voice"]["queries"])
+    clinic_texts = rewrite_queries(clinic_queries, config.rewrite_rules(p, clinic.passages))
+    gate = fit_gate(clinic, clinic_queries, clinic_texts, embed_texts(clinic_texts), p, apply_to=index)
+    kb = {r["_id"]: r["text"] for r in passages}
+    t0 = time.perf_counter()
+    sentences = SentenceIndex.build(kb)
+    index_s = time.perf_counter() - t0
+    sample = [q["human"] for q in queries][: int(p["bench"]["heysquad_questions"])]
+    rules, settings = config.rewrite_rules(p, index.passages), config.answer_settings(p, 0.0)
+    turn = {name: whole_turn(index, kb, s, sample, rules, settings, config.verify_rules(p), gate, get_embedder(), 1)
+            for name, s in (("index_time_sentences", sentences), ("query_time_sentences", None))}
+    write_json(ROOT / h["metrics_dir"] / "bench.json", {
+        "questions": len(sample), "passages": len(passages), "sentences": len(sentences.rows),
+        "sentence_index_s": round(index_s, 1), "whole_turn_ms": turn})
+    print({k: v["turn"] for k, v in turn.items()})
+
+
+main(run)

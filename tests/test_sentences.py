@@ -1,0 +1,61 @@
+"""Sentences embedded once at index time (issue 20): same picks as embedding them per question."""
+import numpy as np
+import pytest
+
+from rag import config
+from rag.answer import decide, retrieve
+from rag.chunk import load_kb
+from rag.embed import get_embedder
+from rag.io import InputError
+from rag.evaluate import embed_texts
+from rag.sentences import SentenceIndex
+
+from conftest import ROOT
+
+
+def test_rows_in_document_order_with_unit_vectors(small_kb):
+    index = SentenceIndex.build(load_kb(small_kb))
+    hours = [s for s, _ in index.of("kb-hours")]
+    assert hours == ["On weekdays we are open from 8:30 a.m. to 6 p.m.",
+                     "On Saturday we are open from 9 a.m. to 1 p.m.", "We are closed on Sunday."]
+    assert index.vectors.shape == (len(index.rows), 384)
+    np.testing.assert_allclose(np.linalg.norm(index.vectors, axis=1), 1.0, atol=1e-5)
+    assert index.of("not-a-doc") == []
+
+
+def test_save_load_round_trip(small_kb, tmp_path):
+    index = SentenceIndex.build(load_kb(small_kb))
+    index.save(tmp_path / "s.jsonl", tmp_path / "s.npy")
+    back = SentenceIndex.load(tmp_path / "s.jsonl", tmp_path / "s.npy")
+    assert back.rows == index.rows
+    np.testing.assert_array_equal(back.vectors, index.vectors)
+    (tmp_path / "s.jsonl").write_text('{"doc": "a", "text": "x"}\n')
+    with pytest.raises(InputError, match=r"s.jsonl:1: missing field\(s\) position"):
+        SentenceIndex.load(tmp_path / "s.jsonl", tmp_path / "s.npy")
+
+
+@pytest.mark.parametrize("kb_dir, queries", [
+    ("fixtures/voice/kb", "fixtures/voice/queries.jsonl"),
+    ("fixtures/transfer/kb", "fixtures/transfer/queries_clean.jsonl"),
+])
+def test_precomputed_sentences_give_the_query_time_picks(params, kb_dir, queries):
+    """Every fixture question, LLM down: what is said with the KB's SentenceIndex equals what is said when the
+    retrieved documents are split and embedded at question time."""
+    from rag.queries import load_queries
+    from rag.search import PassageIndex
+
+    kb = load_kb(ROOT / kb_dir)
+    index = PassageIndex.from_folder(ROOT / kb_dir, config.hybrid_config(params))
+    settings, rules = config.answer_settings(params, tau=0.0), config.verify_rules(params)
+    texts = {q["id"]: q["asr"].lower() for q in load_queries(ROOT / queries)}
+    vectors = embed_texts(texts)
+    sentences = SentenceIndex.build(kb)
+    said = {}
+    for qid, text in texts.items():
+        row = {"id": qid, "query": text, "retrieved": retrieve(index, text, vectors[qid], settings)[1],
+               "gated": False, "answer": None,
+               "source": None, "error": "unreachable"}
+        precomputed = decide(row, kb, vectors[qid], settings, rules, sentences)
+        assert precomputed == decide(row, kb, vectors[qid], settings, rules), qid
+        said[precomputed["status"]] = said.get(precomputed["status"], 0) + 1
+    assert said.get("extractive", 0) >= len(texts) // 2  # the comparison covers real picks, not only refusals
