@@ -13,6 +13,7 @@ import numpy as np
 from rag.llm import LLMReply, answer_schema, ask, build_messages
 from rag.chunk import Passage
 from rag.search import HybridConfig, PassageIndex
+from rag.selection import AnswerScorer
 from rag.sentences import SentenceIndex
 from rag.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, slots_conflict,
                         split_sentences, verify)
@@ -93,59 +94,100 @@ def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vect
 
 
 class Extract(NamedTuple):
-    """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1])."""
+    """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1]) and, when a
+    scorer picked it, its answer score (`rag.selection.AnswerScorer`, [0, 1]; else None)."""
 
     sentence: str
     doc: str
     cosine: float
+    score: float | None = None
 
 
 def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: SentenceIndex,
                rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
-               hybrid: HybridConfig = HybridConfig()) -> Extract | None:
-    """The retrieved sentence to read out instead of a failed answer: `pick_sentence` over
-    `candidate_sentences` (their vectors precomputed in ``sentences``). None if every candidate contradicts
-    the query."""
+               hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None) -> Extract | None:
+    """The retrieved sentence to read out instead of a failed answer, among `candidate_sentences` (their vectors
+    precomputed in ``sentences``): the scorer's best (``scorer``, the learned answer selection) or, without one,
+    `pick_sentence` (answer-type tables, then the retrieval ranking). None if every candidate contradicts the query."""
     cands = candidate_sentences(query, docs, sentences, rules)
     if not cands:
         return None
     vectors = np.stack([v for _, _, v in cands])
-    best = pick_sentence(query, vector, [s for s, _, _ in cands], vectors, rules, mode, hybrid)
-    return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6))
+    if scorer is None:
+        best, score = pick_sentence(query, vector, [s for s, _, _ in cands], vectors, rules, mode, hybrid), None
+    else:
+        scores = scorer.scores(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
+        best = int(np.argmax(scores))  # first of equals: document order
+        score = round(float(scores[best]), 6)
+    return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6), score)
+
+
+def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs: Sequence[str],
+                 sentences: SentenceIndex, scorer: AnswerScorer, rules: VerifyRules = DEFAULT_VERIFY) -> float:
+    """The scorer's probability that an LLM ``answer`` (citing ``source``) answers ``query``, scored among the
+    retrieved candidates (its gaps are to the best of them). A verbatim KB sentence of ``source`` keeps its
+    precomputed vector and the sentence before it as context; other text is embedded now."""
+    cands = candidate_sentences(query, docs, sentences, rules)
+    own = [(s, d, v) for s, d, v in cands if s == answer and d == source]
+    if own:
+        i = cands.index(own[0])
+    else:
+        from rag.embed import get_embedder
+
+        cands, i = cands + [(answer, source, get_embedder().embed_one(answer))], len(cands)
+    contexts = sentences.contexts(cands)
+    return float(scorer.scores(query, vector, cands, contexts, sentences.texts, sentences.stats)[i])
 
 
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
-           rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None) -> dict:
+           rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
+           scorer: AnswerScorer | None = None) -> dict:
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
 
     sentences: the KB's `SentenceIndex`, built once at index time; None splits and embeds the retrieved
     documents now (the query-time path: ~10x slower a turn on long paragraphs, see bench.json).
+    scorer: the learned answer selection (`rag.selection.AnswerScorer`); None keeps the table-driven pick.
 
-    A gated row says the refusal; an LLM answer that passes `rag.verify.verify` is said as is;
-    anything else is replaced by `extractive`, or by the refusal when no sentence agrees with the query
-    or the best one's cosine is below ``settings.min_sentence_cosine`` (a weak pick is more often
-    wrong than right: see metrics/heysquad/answer.json). ``reason`` records why (the LLM error code
-    or the verifier's reason, then the fallback's).
+    A gated row says the refusal. An LLM answer is said as is when it passes `rag.verify.verify` and, with a
+    scorer, answers the question (`answer_score` >= ``scorer.min_score``, reason ``does_not_answer`` otherwise)
+    at least as well as the extractive pick (``weaker_than_extractive`` otherwise): with the LLM on, nothing worse
+    than the LLM-off pick is said. Anything else is replaced by `extractive`, or by the refusal when no sentence
+    agrees with the query, the pick's cosine is below ``settings.min_sentence_cosine`` (without a scorer) or its
+    score is below ``scorer.min_score`` (``no_sentence_answers``: the scorer's part of the gate).
+    ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
     """
     if row["gated"]:
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
                 "reason": "below_tau"}
+    if sentences is None:
+        sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
+    fallback = extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode, settings.hybrid,
+                          scorer)
     if row["error"]:
         reason = f"llm_{row['error']}"
     else:
         ok, reason = verify(row["answer"], row["source"], row["retrieved"], kb, row["query"], rules)
+        if ok and scorer is not None:
+            score = answer_score(row["answer"], row["source"], row["query"], vector, row["retrieved"], sentences,
+                                 scorer, rules)
+            if score < scorer.min_score:
+                ok, reason = False, "does_not_answer"
+            elif fallback is not None and score < fallback.score:
+                ok, reason = False, "weaker_than_extractive"
         if ok:
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
                     "reason": "verified"}
-    if sentences is None:
-        sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
-    fallback = extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode, settings.hybrid)
-    if fallback is None or fallback.cosine < settings.min_sentence_cosine:
-        why = "no sentence agrees with the query" if fallback is None else "sentence_below_min_cosine"
-        return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
-                "reason": f"{reason}; {why}"}
-    return {"id": row["id"], "say": fallback.sentence, "source": fallback.doc, "status": "extractive",
-            "reason": reason}
+    if fallback is None:
+        why = "no sentence agrees with the query"
+    elif scorer is None and fallback.cosine < settings.min_sentence_cosine:
+        why = "sentence_below_min_cosine"
+    elif scorer is not None and fallback.score < scorer.min_score:
+        why = "no_sentence_answers"
+    else:
+        return {"id": row["id"], "say": fallback.sentence, "source": fallback.doc, "status": "extractive",
+                "reason": reason}
+    return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
+            "reason": f"{reason}; {why}"}
 
 
 def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,

@@ -45,7 +45,8 @@ def check(p: Mapping) -> None:
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
-    """``p["rewrite"]``: fillers, units, tens, openers, weekdays; swap classes are the non-day slots
+    """``p["rewrite"]``: fillers, units, tens, openers, weekdays and the number words of `rag.numbers` (scales,
+    articles, joiners, fractions, past_words, to_words, zero_words); swap classes are the non-day slots
     of ``p["verify"]["slots"]`` (one table for both: a service swapped in a follow-up is the same
     service the verifier checks), then the word pairs the KB's ``passages`` contrast
     (`rag.rewrite.contrast_pairs` over their sentences)."""
@@ -54,7 +55,10 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
                  for slot, values in p["verify"]["slots"].items() if slot != "day")
     rules = RewriteRules(fillers=words(p, "rewrite", "fillers"), units=dict(r["units"]), tens=dict(r["tens"]),
                          openers=words(p, "rewrite", "openers"), weekdays=words(p, "rewrite", "weekdays"),
-                         swap_classes=swap)
+                         scales=dict(r["scales"]), articles=words(p, "rewrite", "articles"),
+                         joiners=words(p, "rewrite", "joiners"), fractions=dict(r["fractions"]),
+                         past_words=words(p, "rewrite", "past_words"), to_words=words(p, "rewrite", "to_words"),
+                         zero_words=words(p, "rewrite", "zero_words"), swap_classes=swap)
     if not passages:
         return rules
     pairs = contrast_pairs((s for x in passages for s in split_sentences(x.text)), rules)

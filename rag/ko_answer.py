@@ -5,9 +5,11 @@ The model sees the top-k passages numbered ``[문서 1]..[문서 k]`` and must r
 ``{"answer": str, "citations": ["1".."k" | "none", ...]}`` (`rag.llm.cited_schema`, sent by
 `rag.llm.ask`). When the passages lack the answer the only allowed answer is `ABSTAIN`, cited "none".
 
-Verifier (`verify_ko`): an answer passes when its citations are valid (`citations_valid`) and every
-key term (Kiwi content morpheme, `rag.korean.kiwi_tokens`) occurs in the cited passages; an abstention
-cited "none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage sentence
+Verifier (`verify_ko`): an answer passes when its citations are valid (`citations_valid`), it agrees
+in polarity with its supporting cited sentence (`is_negative_ko`: 아니/않/못/없...), every key term (Kiwi
+content morpheme, `rag.korean.kiwi_tokens`) occurs in the cited passages, and its numbers occur in ONE
+cited sentence together with its key terms and the question's (`number_support`); an abstention cited
+"none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage sentence
 holding the most distinct query morphemes (`extractive_ko`), or by `ABSTAIN` when no sentence holds
 at least ``min_shared`` of them.
 """
@@ -44,6 +46,24 @@ _EXAMPLES = (
 PROMPTS = ("A_baseline", "B_fewshot")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+# Negation morphemes as (Kiwi form, base tag): 아니다 (VCN), 아니/안/못 adverbs (MAG), 아니요 (IC, "no"),
+# auxiliaries 않다/못하다/말다 (VX: "가지 않았다", "먹지 못한다", "복용하지 마십시오"), 없다 (VA: "할 수 없다").
+# Tags keep homographs out: 안 "inside" (NNG), 관계없이 (one MAG) are not negations.
+NEGATIONS_KO = frozenset({("아니", "VCN"), ("아니", "MAG"), ("아니", "IC"), ("아니요", "IC"), ("아니오", "IC"),
+                          ("안", "MAG"), ("못", "MAG"), ("않", "VX"), ("못하", "VX"), ("말", "VX"), ("없", "VA")})
+# An answer ending in a predicate (a verb, adjective, copula or their suffix) or in an ending other than the
+# adnominal one (ETM) states a clause whose polarity counts; a noun or number span ("1919년", "열린 공판 증인")
+# does not: KorQuAD gold spans sit in sentences with a negation elsewhere 199 times in 1,500 dev questions;
+# with this rule 4 of 3,000 gold spans (gold passage cited) fail the polarity check.
+_PREDICATE_TAGS = frozenset({"VV", "VA", "VX", "VCN", "VCP", "XSV", "XSA"})
+_PUNCTUATION_TAGS = frozenset({"SF", "SP", "SS", "SSO", "SSC", "SE", "SO", "SW"})
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Share of the question's key terms the sentence holding an answer's numbers must contain (`number_support`).
+# On 3,000 KorQuAD dev questions (739 numeric gold spans, gold passage cited) 0.25 rejects 24 correct spans
+# (3.2%) and 299 of 673 number spans taken from another sentence of the passage (44%); "at least 1 term"
+# rejects 8 (1.1%) and 139 (21%); 1/3 rejects 42 (5.7%) and 380 (56%).
+NUMBER_QUESTION_SHARE = 0.25
 
 
 def number_documents(passages: Sequence[str]) -> str:
@@ -110,12 +130,87 @@ def cited_passages(citations: Sequence[str] | None, passages: Sequence[str]) -> 
             if c.isdigit() and 1 <= int(c) <= len(passages)]
 
 
-def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str]) -> tuple[bool, str]:
+def _morphemes(text: str) -> list[tuple[str, str]]:
+    return [(t.form, t.tag.split("-")[0]) for t in korean.kiwi().tokenize(text)] if text.strip() else []
+
+
+def _is_clause(morphemes: Sequence[tuple[str, str]]) -> bool:
+    last = [tag for _, tag in morphemes if tag not in _PUNCTUATION_TAGS][-1:]
+    return bool(last) and (last[0] in _PREDICATE_TAGS or (last[0].startswith("E") and last[0] != "ETM"))
+
+
+def is_negative_ko(text: str) -> bool:
+    """True if Kiwi finds a negation morpheme of `NEGATIONS_KO` in ``text`` ("복용할 수 없다", "가지 않았다")."""
+    return any(m in NEGATIONS_KO for m in _morphemes(text))
+
+
+def polarity_agrees(answer: str, cited: Sequence[str]) -> bool:
+    """Whether ``answer`` agrees in negation with its supporting sentence: among the ``cited`` passage
+    sentences sharing the most key terms with it (at least one; 있/없 left out, they are the polarity
+    judged), one whose `is_negative_ko` equals the answer's. A negative answer is always checked; a
+    positive one only when it is a clause (ends in a predicate or a final/connective ending: "복용할 수
+    있다"): a noun or number span asserts no polarity. True when no sentence shares a term (the terms
+    check judges that answer)."""
+    morphemes = _morphemes(answer)
+    negative = any(m in NEGATIONS_KO for m in morphemes)
+    if not negative and not _is_clause(morphemes):
+        return True
+    terms = key_terms(answer) - {"있", "없"}
+    scored = [(len(terms & key_terms(s)), s) for text in cited for s in split_sentences_ko(text)]
+    best = max((n for n, _ in scored), default=0)
+    return best == 0 or any(is_negative_ko(s) == negative for n, s in scored if n == best)
+
+
+def numbers_ko(text: str) -> set[str]:
+    """The numbers written in ``text`` as digits, thousands commas dropped, leading zeros dropped from
+    whole numbers: "1,947미터" -> {"1947"}, "3.5%" -> {"3.5"}, "2010-09-28" -> {"2010", "9", "28"}."""
+    out = set()
+    for m in _NUMBER.findall(text):
+        n = m.replace(",", "")
+        out.add(n if "." in n else str(int(n)))
+    return out
+
+
+def number_support(answer: str, cited: Sequence[str], question: str | None = None,
+                   min_question_share: float = NUMBER_QUESTION_SHARE) -> str | None:
+    """None when the answer's numbers are supported, else the failure reason.
+
+    ``number_not_in_cited``: a number of the answer is not a number of any cited sentence (compared as
+    numbers, so "192년" is not found in "1920년"). ``number_not_with_terms``: no ONE cited sentence
+    (`split_sentences_ko`) holds all the answer's numbers, all its other key terms (as morphemes or
+    substrings, like `unsupported_terms`) and, when ``question`` is given, at least one and at least
+    ``min_question_share`` of the question's non-number key terms: a span answer ("1919년") carries no
+    topic of its own, the question does. None for an answer without numbers."""
+    nums = numbers_ko(answer)
+    if not nums:
+        return None
+    sentences = [s for text in cited for s in split_sentences_ko(text)]
+    if not nums <= set().union(*(numbers_ko(s) for s in sentences)):
+        return "number_not_in_cited"
+    terms = {t for t in key_terms(answer) if not _NUMBER.fullmatch(t)}
+    asked = {t for t in key_terms(question or "") if not _NUMBER.fullmatch(t)}
+    for s in sentences:
+        if not nums <= numbers_ko(s):
+            continue
+        morphemes, low = key_terms(s), s.lower()
+        if not all(t in morphemes or t in low for t in terms):
+            continue
+        shared = sum(t in morphemes or t in low for t in asked)
+        if not asked or (shared >= 1 and shared >= min_question_share * len(asked)):
+            return None
+    return "number_not_with_terms"
+
+
+def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str],
+              question: str | None = None, min_question_share: float = NUMBER_QUESTION_SHARE) -> tuple[bool, str]:
     """Whether an answer may be said; ``(ok, reason)``.
 
     reason: ``abstained`` (ok: the abstention sentence cited "none"), ``supported`` (ok),
     ``invalid_citation`` (`citations_valid` fails), ``no_key_terms`` (an answer with no content
-    morpheme, e.g. "네"), ``terms_not_in_cited`` (a key term absent from the cited passages).
+    morpheme, e.g. "네"), ``polarity`` (it lacks a negation its supporting cited sentence has, or the
+    reverse: `polarity_agrees`; checked before the terms, since "복용할 수 있다" against "복용할 수 없다"
+    also has a term, 있, missing), ``terms_not_in_cited`` (a key term absent from the cited passages),
+    ``number_not_in_cited`` / ``number_not_with_terms`` (`number_support`; ``question`` adds its terms).
     """
     if not citations_valid(answer, citations, len(passages)):
         return False, "invalid_citation"
@@ -123,8 +218,14 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
         return True, "abstained"
     if not key_terms(answer):
         return False, "no_key_terms"
-    if unsupported_terms(answer, cited_passages(citations, passages)):
+    cited = cited_passages(citations, passages)
+    if not polarity_agrees(answer, cited):
+        return False, "polarity"
+    if unsupported_terms(answer, cited):
         return False, "terms_not_in_cited"
+    reason = number_support(answer, cited, question, min_question_share)
+    if reason:
+        return False, reason
     return True, "supported"
 
 
@@ -177,10 +278,10 @@ def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None
     status: ``llm`` (a verified answer), ``abstained`` (the model's verified abstention),
     ``extractive`` (a passage sentence, `extractive_ko`), ``fallback_abstained`` (the abstention
     sentence because no sentence shares ``min_shared`` question morphemes). reason: the verifier's
-    reason, or ``llm_<error code>`` when the call failed.
+    reason (`verify_ko`, given the question), or ``llm_<error code>`` when the call failed.
     """
     if error is None and answer is not None:
-        ok, reason = verify_ko(answer, citations, passages)
+        ok, reason = verify_ko(answer, citations, passages, question)
         if ok:
             return {"say": ABSTAIN if reason == "abstained" else answer,
                     "citations": ["none"] if reason == "abstained" else list(dict.fromkeys(citations)),

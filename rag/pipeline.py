@@ -19,6 +19,7 @@ from rag.gate import ThresholdError, choose_tau
 from rag.queries import check_against_kb, load_queries, raw_queries, rewrite_queries
 from rag.scoring import final_metrics
 from rag.search import PassageIndex
+from rag.selection import AnswerScorer
 from rag.sentences import SentenceIndex
 
 
@@ -144,13 +145,15 @@ def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, s
 
 
 def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
-               tau: float, sentences: SentenceIndex | None = None) -> tuple[list[dict], dict]:
+               tau: float, sentences: SentenceIndex | None = None,
+               scorer: AnswerScorer | None = None) -> tuple[list[dict], dict]:
     """Verify or replace every answer; returns (final.jsonl rows, final metrics). ``sentences``: the KB's
-    precomputed `SentenceIndex` (the embed_sentences stage's); None builds it from ``kb`` here, once."""
+    precomputed `SentenceIndex` (the embed_sentences stage's); None builds it from ``kb`` here, once.
+    ``scorer``: the learned answer selection (`rag.answer.decide`); None: the table-driven pick."""
     settings, rules = config.answer_settings(p, tau), config.verify_rules(p)
     sentences = sentences or SentenceIndex.build(kb)
     vectors = embed_texts({a["id"]: a["query"] for a in answers})
-    rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences) for a in answers]
+    rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences, scorer) for a in answers]
     return rows, final_metrics(queries, rows, kb)
 
 

@@ -5,8 +5,9 @@ by the lower passage index, so every run is reproducible.
 """
 from __future__ import annotations
 
+import functools
 import re
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -74,6 +75,15 @@ class BM25Index:
         self._bm25 = BM25Okapi([d or ["\x00"] for d in docs], k1=k1, b=b)
         self.vocabulary = frozenset(t for d in docs for t in d)
 
+    @functools.cached_property
+    def postings(self) -> dict[str, frozenset[int]]:
+        """``{token: indices of the passages holding it}``; its size is the token's document frequency."""
+        holders: dict[str, set[int]] = {}
+        for i, freqs in enumerate(self._bm25.doc_freqs):
+            for t in freqs:
+                holders.setdefault(t, set()).add(i)
+        return {t: frozenset(ix) for t, ix in holders.items()}
+
     def get_scores(self, query: str) -> np.ndarray:
         """BM25 score of ``query`` against every passage: (n,) float64, >= 0 for n >= 3."""
         return self._bm25.get_scores(self.tokenize(query))
@@ -97,3 +107,31 @@ def rrf_fuse(rankings: Sequence[Ranking], k: int = 60, weights: Sequence[float] 
         for r, (idx, _) in enumerate(ranking, 1):
             fused[idx] = fused.get(idx, 0.0) + w / (k + r)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def promote_exact_hit(fused: Ranking, lexical: Sequence[Ranking], query_tokens: Iterable[str],
+                      postings: Mapping[str, Collection[int]]) -> Ranking:
+    """Exact-match override ("lexical hit promotion"): keep a unique exact hit first after fusion.
+
+    RRF only sees ranks, so a passage that the lexical lists rank first because it alone holds an
+    exact query token (a phone number, a code) can sink below passages the dense list likes:
+    "what is 555-0177" was BM25's and the phonetic list's rank 1 but fourth after fusion. Hybrid
+    engines give such hits a fixed override (an exact-match or "pinned" boost) instead of their
+    rank-fused score; this is the smallest form of that.
+
+    Rule: passage p goes to first place when EVERY ranking of ``lexical`` (BM25, plus the phonetic
+    list in hybrid_phonetic) is non-empty and has p at rank 1, and one of ``query_tokens`` (the
+    BM25 tokens of the query) contains a digit and occurs in p and in no other passage
+    (``postings[token] == {p}``: document frequency 1). A df-1 word without a digit does not count:
+    a misheard word can be unique to a wrong passage, a misheard number rarely matches a whole
+    number of the KB. p takes the first score (a tie, so the top score a gate reads is unchanged);
+    everything else keeps its RRF order. Otherwise ``fused`` is returned unchanged.
+    """
+    tops = {r[0][0] if r else None for r in lexical}
+    if len(tops) != 1 or None in tops or not fused:
+        return fused
+    top = tops.pop()
+    if fused[0][0] == top or not any(any(c.isdigit() for c in t) and set(postings.get(t, ())) == {top}
+                                     for t in query_tokens):
+        return fused
+    return [(top, fused[0][1])] + [(i, s) for i, s in fused if i != top]

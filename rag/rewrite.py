@@ -3,7 +3,10 @@
 Rules (all lists are data, set from params.yaml by the stages):
 1. lower-case, keep word characters only (apostrophes vanish: "sunday's" -> "sundays");
 2. drop fillers (single words or phrases such as "o k");
-3. number words to digits, adding tens and units ("twenty four" -> "24");
+3. number words to digits as people say them (`rag.numbers`): "twenty four" -> "24", "a hundred and five" ->
+   "105", "one eighty nine" -> "189", "nineteen ninety" -> "1990", a clock time as hour and minutes
+   ("three thirty", "half past three" -> "3 30", the words of a written "3:30"), a digit run as a phone
+   number ("five five five oh one six two" -> "555 0162"; "oh" is a filler only outside a digit run);
 4. a follow-up ("and what about sunday") with a context question is resolved against the
    rewritten context: a named weekday replaces the context's weekday (likewise a term of another
    swap class, such as a service, or a pair the KB contrasts: `contrast_pairs`), anything else is
@@ -16,6 +19,9 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
+
+from rag import numbers
+from rag.numbers import Number
 
 _NONWORD = re.compile(r"[^\w\s]|_")
 
@@ -41,9 +47,31 @@ class RewriteRules:
         "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
         "weekday", "weekend", "holiday",
     )
+    # Number words beyond units and tens (rag.numbers): scales (a scale < 1000 multiplies: "two hundred";
+    # >= 1000 closes a group: "two thousand five"), articles counting as one before a scale ("a hundred"),
+    # joiners after a scale ("a hundred and five"), clock fractions in minutes with their past / to words
+    # ("quarter to eight" -> 7:45), zero words (0 only between digit words: "five oh one").
+    scales: dict[str, int] = field(default_factory=lambda: {"hundred": 100, "thousand": 1000})
+    articles: tuple[str, ...] = ("a",)
+    joiners: tuple[str, ...] = ("and",)
+    fractions: dict[str, int] = field(default_factory=lambda: {"quarter": 15, "half": 30})
+    past_words: tuple[str, ...] = ("past", "after")
+    to_words: tuple[str, ...] = ("to", "till")
+    zero_words: tuple[str, ...] = ("oh",)
     # Other classes of swappable terms (e.g. services: "flu shot", "blood test"): a follow-up naming
     # one ("and what about a blood test") replaces the context's term of the same class.
     swap_classes: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self):
+        for name, table in (("units", self.units), ("tens", self.tens), ("scales", self.scales),
+                            ("fractions", self.fractions)):
+            bad = {w: v for w, v in table.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0}
+            if bad:
+                raise ValueError(f"rewrite.{name} must map words to whole numbers >= 0, got {bad!r}")
+        if any(v < 2 for v in self.scales.values()):
+            raise ValueError(f"rewrite.scales must be >= 2, got {dict(self.scales)!r}")
+        if any(not 0 < v < 60 for v in self.fractions.values()):
+            raise ValueError(f"rewrite.fractions must be minutes in 1..59, got {dict(self.fractions)!r}")
 
 
 DEFAULT_RULES = RewriteRules()
@@ -53,36 +81,18 @@ def _words(text: str) -> list[str]:
     return _NONWORD.sub(lambda m: "" if m.group() == "'" else " ", text.lower().replace("’", "'")).split()
 
 
-def _drop_phrases(words: list[str], phrases: tuple[str, ...]) -> list[str]:
+def _drop_phrases(words: list[str], phrases: tuple[str, ...], keep: set[int] = frozenset()) -> list[str]:
+    """``words`` without the ``phrases``; a phrase covering an index in ``keep`` is not dropped."""
     seqs = sorted((p.split() for p in phrases), key=len, reverse=True)
     out, i = [], 0
     while i < len(words):
         for s in seqs:
-            if words[i:i + len(s)] == s:
+            if words[i:i + len(s)] == s and not keep.intersection(range(i, i + len(s))):
                 i += len(s)
                 break
         else:
             out.append(words[i])
             i += 1
-    return out
-
-
-def _numbers(words: list[str], rules: RewriteRules) -> list[str]:
-    out, i = [], 0
-    while i < len(words):
-        w = words[i]
-        if w in rules.tens:
-            nxt = words[i + 1] if i + 1 < len(words) else None
-            if nxt in rules.units and 0 < rules.units[nxt] < 10:
-                out.append(str(rules.tens[w] + rules.units[nxt]))
-                i += 2
-                continue
-            out.append(str(rules.tens[w]))
-        elif w in rules.units:
-            out.append(str(rules.units[w]))
-        else:
-            out.append(w)
-        i += 1
     return out
 
 
@@ -94,9 +104,23 @@ def weekday_of(word: str, rules: RewriteRules = DEFAULT_RULES) -> str | None:
     return None
 
 
+def normalise_parts(text: str, rules: RewriteRules = DEFAULT_RULES) -> list[str | Number]:
+    """Rules 1-3 with each spoken number kept whole, as a `rag.numbers.Number` (a clock time stays one).
+
+    >>> normalise_parts("Um, quarter to EIGHT?")
+    [Number(value=7, minutes=45, digits=None)]
+    """
+    words = _words(text)
+    return numbers.read_numbers(_drop_phrases(words, rules.fillers, numbers.kept_zeros(words, rules)), rules)
+
+
 def normalise(text: str, rules: RewriteRules = DEFAULT_RULES) -> list[str]:
-    """Rules 1-3: the transcript's words, lower-case, fillers dropped, number words as digits."""
-    return _numbers(_drop_phrases(_words(text), rules.fillers), rules)
+    """Rules 1-3: the transcript's words, lower-case, fillers dropped, number words as digits.
+
+    >>> normalise("Oh, a hundred and five dollars at three thirty? Call five five five oh one six two")
+    ['105', 'dollars', 'at', '3', '30', 'call', '555', '0162']
+    """
+    return numbers.to_words(normalise_parts(text, rules))
 
 
 def split_follow_up(words: list[str], rules: RewriteRules = DEFAULT_RULES) -> list[str] | None:

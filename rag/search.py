@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from rag.chunk import Passage, chunk_folder
-from rag.retrieval import BM25Index, DenseIndex, Ranking, rank, rrf_fuse, word_tokens
+from rag.retrieval import BM25Index, DenseIndex, Ranking, promote_exact_hit, rank, rrf_fuse, word_tokens
 
 DEFAULT_KB = Path(__file__).resolve().parent.parent / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
@@ -124,7 +124,8 @@ class PassageIndex:
 
     def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None) -> Ranking:
         """The full ranking of one mode (hybrid: RRF over each list's top ``depth``; hybrid_phonetic: the
-        same plus the phonetic list's top ``depth`` at ``phonetic_weight``)."""
+        same plus the phonetic list's top ``depth`` at ``phonetic_weight``; in both, a passage every lexical
+        list ranks first for a unique exact number of the query stays first, `rag.retrieval.promote_exact_hit`)."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
         if mode != "bm25" and query_vector is None:
@@ -141,7 +142,8 @@ class PassageIndex:
         if mode == "hybrid_phonetic":
             lists.append(self.phonetic_ranking(query, c.depth))
             weights.append(c.phonetic_weight)
-        return rrf_fuse(lists, k=c.rrf_k, weights=weights)
+        fused = rrf_fuse(lists, k=c.rrf_k, weights=weights)
+        return promote_exact_hit(fused, lists[1:], self.tokenize(query), self.bm25.postings)
 
 
 def doc_ranking(passages: Sequence[Passage], ranking: Ranking) -> list[tuple[str, float]]:

@@ -27,6 +27,8 @@ class SentenceIndex:
         self.rows = rows
         self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1)
         self._by_doc: dict[str, list[int]] = {}
+        self._texts: dict[str, str] | None = None
+        self._stats = None
         for i, (doc, _, _) in enumerate(rows):
             self._by_doc.setdefault(doc, []).append(i)
 
@@ -41,6 +43,32 @@ class SentenceIndex:
             embedder = get_embedder()
         vectors = embedder.embed([s for _, _, s in rows]) if rows else np.zeros((0, 384), np.float32)
         return cls(rows, vectors)
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """``{doc: its sentences joined by spaces}``: the document text the answer scorer reads."""
+        if self._texts is None:
+            self._texts = {d: " ".join(self.rows[i][2] for i in ix) for d, ix in self._by_doc.items()}
+        return self._texts
+
+    @property
+    def stats(self):
+        """The KB's key-term sentence frequencies (`rag.selection.TermStats`), computed once."""
+        if self._stats is None:
+            from rag.selection import TermStats
+
+            self._stats = TermStats.of(s for _, _, s in self.rows)
+        return self._stats
+
+    def contexts(self, candidates) -> list[str]:
+        """For each ``(sentence, doc, ...)`` candidate, the sentence before it in its document ("" for the first
+        sentence, or for text that is not one of the document's sentences)."""
+        out = []
+        for sentence, doc, *_ in candidates:
+            own = [s for s, _ in self.of(doc)]
+            i = own.index(sentence) if sentence in own else 0
+            out.append(own[i - 1] if i > 0 else "")
+        return out
 
     def of(self, doc: str) -> list[tuple[str, np.ndarray]]:
         """``(sentence, (384,) vector)`` of ``doc`` in order; [] for a document with none or not indexed."""

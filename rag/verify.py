@@ -6,27 +6,31 @@ An answer passes only if ALL hold (the failure reason names the first that does 
   after normalisation: "8:30 a.m." = "8.30am" = "half past eight in the morning" -> 08:30);
 - slot agreement: a day or service named by the query is not contradicted by that sentence
   (a Saturday question supported by the weekday sentence fails); the slots are a table (`VerifyRules`);
+- yes/no replies (`is_yes_no`: "Yes.", "No, we don't."): the supporting sentence holds the query's key
+  terms (`yes_no_supported`), since such a reply claims the query's proposition, not words of its own;
 - polarity: the sentence and the answer agree on negation ("We do not accept personal checks"
-  cannot support "We accept personal checks", nor "Yes").
+  cannot support "We accept personal checks", nor "Yes"). Negation cues are data (`VerifyRules.negations`,
+  single words or phrases); a yes/no reply's polarity is the query's, flipped by a leading "no".
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Mapping, Sequence
 
-from rag.rewrite import DEFAULT_RULES, RewriteRules, normalise
+from rag.numbers import to_words
+from rag.rewrite import DEFAULT_RULES, RewriteRules, normalise, normalise_parts
 
 REASONS = ("ok", "empty_answer", "source_none", "source_not_retrieved", "source_unknown",
            "number_not_in_source", "numbers_split_across_sentences", "no_supporting_sentence",
-           "wrong_day", "wrong_service", "polarity")
+           "wrong_day", "wrong_service", "yes_no_unsupported", "polarity")
 
 # The seed split on (?<=[.!?])\s+; requiring a capital or digit next keeps "9 a.m. to 1 p.m." whole.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'$])")
 _CLOCK = re.compile(r"\b(\d{1,2})[:.](\d{2})(?!\d)")
 _MERIDIEM = re.compile(r"(?:(?<=\d)|\b)([ap])\.?\s?m\b\.?", re.IGNORECASE)
 _TOKEN_TIME = re.compile(r"\b(\d+)(?:h(\d\d))?(?: (am|pm))?\b")
-_HALF_PAST = re.compile(r"\b(half|quarter) past (\d{1,2})\b")
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,9 @@ class VerifyRules:
     slots: slot name -> {canonical value: [terms]}; a term may span words and matches word
     prefixes of plurals ("flu shot" matches "flu shots"). groups: a value that covers others
     ("weekday" covers monday..friday), so a Monday question agrees with a weekday sentence.
-    negations: words that make a sentence or answer negative.
+    negations: cues that make a sentence or answer negative: words ("not", "dont", "without") or phrases
+    ("out of network"), matched as whole normalised words; antonyms are listed ("unable", "ineligible"),
+    not found by a prefix rule ("un"/"in"/"non" would also fire on "under", "insurance", "nonstop").
     function_words / min_coverage: at least ``min_coverage`` of the answer's content words (not
     function words, not numbers) must appear in its supporting sentence.
     answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
@@ -51,8 +57,12 @@ class VerifyRules:
         "weekday": ["monday", "tuesday", "wednesday", "thursday", "friday"],
         "weekend": ["saturday", "sunday"],
     })
-    negations: Sequence[str] = ("not", "no", "never", "closed", "cannot", "cant", "dont", "doesnt",
-                                "wont", "isnt", "arent", "unavailable")
+    negations: Sequence[str] = (
+        "not", "no", "never", "closed", "cannot", "cant", "dont", "doesnt", "didnt", "wont", "isnt", "arent",
+        "wasnt", "werent", "havent", "hasnt", "hadnt", "shouldnt", "couldnt", "wouldnt", "mustnt", "neednt",
+        "nobody", "none", "neither", "nor", "nothing", "nowhere", "without", "stopped", "no longer",
+        "out of network", "out of stock", "unable", "unavailable", "ineligible", "inactive", "uncovered",
+        "invalid", "nonrefundable", "non refundable")
     function_words: Sequence[str] = (
         "a", "an", "the", "and", "or", "but", "of", "at", "by", "for", "with", "about", "to", "from", "in",
         "on", "off", "out", "up", "do", "does", "did", "is", "are", "was", "were", "be", "been", "have",
@@ -75,6 +85,9 @@ class VerifyRules:
     def __post_init__(self):
         if not 0.0 <= self.min_coverage <= 1.0:
             raise ValueError(f"verify.min_coverage must be in [0, 1], got {self.min_coverage}")
+        bad = [c for c in self.negations if not (isinstance(c, str) and normalise(c))]
+        if bad:
+            raise ValueError(f"verify.negations must be words or phrases, got {bad!r}")
         for name, t in self.answer_types.items():
             if not isinstance(t, Mapping) or not isinstance(t.get("pattern"), str):
                 raise ValueError(f"verify.answer_types.{name} needs cues and a pattern (a regex string)")
@@ -99,11 +112,11 @@ def split_sentences(text: str) -> list[str]:
 
 def _times(text: str, rewrite_rules: RewriteRules) -> list[tuple[int, str | None, str | None]]:
     """(number, minutes or None, "am"/"pm" or None) for every number or time in ``text``,
-    number words included ("three" -> 3, "half past eight" -> 8, "30")."""
+    number words read as `rag.rewrite.normalise` reads them, a spoken clock time kept a time
+    ("three" -> 3; "half past eight", "eight thirty" -> 8, "30"; "one eighty-nine" -> 189)."""
     t = _MERIDIEM.sub(lambda m: f" {m.group(1).lower()}m ", text)
     t = _CLOCK.sub(lambda m: f" {m.group(1)}h{m.group(2)} ", t)
-    words = " ".join(normalise(t, rewrite_rules))
-    words = _HALF_PAST.sub(lambda m: f"{m.group(2)}h{'30' if m.group(1) == 'half' else '15'}", words)
+    words = " ".join(to_words(normalise_parts(t, rewrite_rules), clock_sep="h"))
     return [(int(m.group(1)), m.group(2), m.group(3)) for m in _TOKEN_TIME.finditer(words)]
 
 
@@ -111,7 +124,8 @@ def number_facts(text: str, rewrite_rules: RewriteRules = DEFAULT_RULES) -> set[
     """Every normalised form of the numbers and times in ``text`` (what a sentence supports).
 
     "9 a.m." gives "09:00", "9:00" and "9"; "8:30 p.m." gives "20:30" and "8:30"; "$30" gives "30";
-    "three business days" gives "3"; "half past eight" gives "8:30".
+    "three business days" gives "3"; "half past eight" and "eight thirty" give "8:30"; "quarter to eight"
+    gives "7:45"; "one hundred and eighty-nine dollars" gives "189".
     """
     facts: set[str] = set()
     for h, mm, ap in _times(text, rewrite_rules):
@@ -193,15 +207,55 @@ def answer_type_match(query: str, sentence: str, rules: VerifyRules = DEFAULT_VE
     return holds_answer_type(sentence, types, rules) if types else None
 
 
+@lru_cache(maxsize=16)
+def _negation_cues(negations: tuple[str, ...]) -> tuple[frozenset[str], tuple[tuple[str, ...], ...]]:
+    """The negation cues, normalised as texts are: (single words, phrases of several words)."""
+    cues = [tuple(normalise(c)) for c in negations]
+    return frozenset(c[0] for c in cues if len(c) == 1), tuple(c for c in cues if len(c) > 1)
+
+
+def _cue_words(rules: VerifyRules) -> set[str]:
+    """Single-word negation cues, also as `_content` stems them (left out of key terms: polarity judges them)."""
+    single = _negation_cues(tuple(rules.negations))[0]
+    return set(single) | {w[:-1] for w in single if len(w) > 3 and w.endswith("s")}
+
+
 def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
-    """True if the text contains a negation word of ``rules.negations`` (apostrophes ignored)."""
-    return bool(set(normalise(text)) & set(rules.negations))
+    """True if the text contains a negation cue of ``rules.negations``: a word, or a phrase as
+    consecutive words (apostrophes ignored: "don't" is "dont"; "no longer", "out of network")."""
+    words = normalise(text)
+    single, phrases = _negation_cues(tuple(rules.negations))
+    return bool(single.intersection(words)) or any(
+        tuple(words[i:i + len(p)]) == p for p in phrases for i in range(len(words) - len(p) + 1))
 
 
 def _content(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> set[str]:
     """Content words: stemmed, no function words, no numbers."""
     stop = set(rules.function_words)
     return {w for w in _stem_words(text) if w not in stop and not any(c.isdigit() for c in w)}
+
+
+def is_yes_no(answer: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
+    """A bare yes/no reply: its first word is "yes" or "no" and, negation cues aside, it has no content
+    word ("Yes.", "No, we don't.", "Yes, we are." but not "Yes, parking is free.")."""
+    words = normalise(answer)
+    return bool(words) and words[0] in ("yes", "no") and not (_content(answer, rules) - _cue_words(rules))
+
+
+def yes_no_supported(query: str | None, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
+    """Whether ``sentence`` can support a bare yes/no reply to ``query``.
+
+    Rule: the query's key terms (`_content`: stemmed, so "checks" = "check"; negation cues left to the
+    polarity check) must be non-empty, and the sentence must hold at least one of them AND at least
+    ``rules.min_coverage`` of them. A bare reply claims the query's proposition, so the query's terms
+    stand in for the answer's own (the same share as the answer coverage rule); "at least one" keeps a
+    query without content words (or no query) from passing vacuously. "do you take personal checks"
+    (take, personal, check) is supported by "We do not accept personal checks." (2 of 3), not by
+    "Parking in the clinic lot is free for patients." (0).
+    """
+    key = _content(query or "", rules) - _cue_words(rules)
+    shared = len(key & _content(sentence, rules))
+    return shared >= 1 and shared >= rules.min_coverage * len(key)
 
 
 def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, str],
@@ -232,17 +286,26 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
     agreeing = [s for s in candidates if slots_conflict(answer, s, rules) is None]
     if not agreeing:
         return False, f"wrong_{slots_conflict(answer, candidates[0], rules)}"
-    own = _content(answer, rules)
+    bare = is_yes_no(answer, rules)
+    own = set() if bare else _content(answer, rules)
     asked = _content(query or "", rules)
     # The supporting sentence: agrees with the query's slots, then shares most of the answer's words.
     support = max(agreeing, key=lambda s: (query is None or slots_conflict(query, s, rules) is None,
                                            len(own & _content(s, rules)), len(asked & _content(s, rules))))
+    if bare and not yes_no_supported(query, support, rules):
+        return False, "yes_no_unsupported"
     if own and len(own & _content(support, rules)) < rules.min_coverage * len(own):
         return False, "no_supporting_sentence"
     if query is not None:
         slot = slots_conflict(query, support, rules)
         if slot:
             return False, f"wrong_{slot}"
-    if is_negative(support, rules) != is_negative(answer, rules):
+    # A yes/no reply asserts the query's proposition ("yes") or its denial (a leading "no"): "Yes" to
+    # "are you closed on sunday" is negative. (A "no" to a negated question, "don't you...", reads as flipped.)
+    if bare:
+        negative = is_negative(query or "", rules) != (normalise(answer)[0] == "no")
+    else:
+        negative = is_negative(answer, rules)
+    if is_negative(support, rules) != negative:
         return False, "polarity"
     return True, "ok"

@@ -67,6 +67,18 @@ def heysquad_index(p: dict, *query_fields: str):
     return passages, queries, PassageIndex(as_passages(passages), np.load(data / "embed.npy"), config.hybrid_config(p))
 
 
+def answer_scorer(p: dict, design: str | None = None):
+    """The shipped answer-selection model of ``design`` (default ``select.design``): ``select.model_dir``/
+    selection-{design}.json (stage fit_selection), or None for ``rules`` (the table-driven pick)."""
+    from rag.io import InputError
+    from rag.selection import DESIGNS, AnswerScorer
+
+    design = design or p["select"]["design"]
+    if design not in DESIGNS:
+        raise InputError(f"{ROOT / 'params.yaml'}: select.design must be one of {DESIGNS}, got {design!r}")
+    return None if design == "rules" else AnswerScorer.load(ROOT / p["select"]["model_dir"] / f"selection-{design}.json")
+
+
 def main(fn) -> None:
     """Run a stage; an input error prints one line naming the file/line and exits 1."""
     import signal

@@ -42,3 +42,29 @@ def test_modes_on_a_small_kb(small_kb):
     assert index.search("refill request pharmacy", k=1, mode="dense")[0][0] == "kb-refills#2"
     with pytest.raises(ValueError, match="unknown retrieval mode"):
         index.search("x", mode="sparse")
+
+
+def test_a_unique_phone_number_is_ranked_first_on_the_clinic_kb(params, monkeypatch):
+    """Issue 10, item 5: "what is 555-0177" (only kb-billing holds 0177) was BM25's and the phonetic
+    list's rank 1 but fourth after RRF in hybrid_phonetic with the live params; the exact-match
+    override keeps it first. The clinic fixture questions (no unique number) keep their RRF rankings."""
+    import rag.search
+    from rag import config
+    from rag.queries import load_queries, rewrite_queries
+    from rag.search import DEFAULT_KB, doc_ranking
+
+    index = PassageIndex(default_index().passages, default_index().vectors, config.hybrid_config(params))
+    query = "what is 555-0177"
+    vector = get_embedder().embed_one(query)
+    for mode in ("hybrid", "hybrid_phonetic"):
+        assert index.search(query, k=1, mode=mode, query_vector=vector)[0][0] == "kb-billing#3", mode
+    queries = load_queries(DEFAULT_KB.parent / "queries.jsonl")
+    texts = rewrite_queries(queries, config.rewrite_rules(params, index.passages))
+    vectors = dict(zip(texts, get_embedder().embed(list(texts.values()))))
+
+    def runs():
+        return {q: doc_ranking(index.passages, index.ranking(t, "hybrid_phonetic", vectors[q])) for q, t in texts.items()}
+    promoted = runs()
+    monkeypatch.setattr(rag.search, "promote_exact_hit", lambda fused, *_: fused)
+    assert doc_ranking(index.passages, index.ranking(query, "hybrid_phonetic", vector))[3][0] == "kb-billing"  # the bug
+    assert runs() == promoted

@@ -99,7 +99,7 @@ def test_extractive_prefers_answer_type_then_slot(setup):
 
     _, kb, _ = setup
     q = "how long does a refill take"
-    sentence, doc, cosine = extractive(q, get_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
+    sentence, doc, cosine, _ = extractive(q, get_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
     assert doc == "kb-refills" and "3 business days" in sentence and 0.5 < cosine <= 1.0
     q = "what time do you close on weekdays"
     sentence = extractive(q, get_embedder().embed_one(q), ["kb-hours"], SentenceIndex.build(kb)).sentence

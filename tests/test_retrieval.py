@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rag import config
-from rag.retrieval import BM25Index, rrf_fuse
+from rag.retrieval import BM25Index, promote_exact_hit, rrf_fuse
 from rag.search import HybridConfig, PassageIndex
 from rag.chunk import Passage
 
@@ -83,3 +83,57 @@ def test_non_string_stopwords_are_refused():
         config.hybrid_config({"retrieval": {**retrieval, "stopwords": ["the", True, False]}})
     words = ["the", "on", "off", "yes", "no"]  # strings in YAML 1.2 (rag.io.read_params), quoted or not
     assert config.hybrid_config({"retrieval": {**retrieval, "stopwords": words}}).stopwords == set(words)
+
+
+# Exact-match override (rag.retrieval.promote_exact_hit). p0 alone holds "0177"; "555" is in p0 and p1.
+NUMBER_TEXTS = ["call the billing office at 555-0177",
+                "call the nurse line at 555-0148",
+                "the nurse line is open all night",
+                "the billing office is open on weekdays"]
+POSTINGS = {"555": {0, 1}, "0177": {0}, "0148": {1}, "billing": {0, 3}, "night": {2}}
+FUSED = [(1, 0.39), (0, 0.38), (2, 0.36), (3, 0.33)]  # RRF sank p0 to second place
+
+
+def test_promote_exact_hit_when_both_lexical_lists_agree_on_a_unique_number():
+    bm25, phonetic = [(0, 4.4), (1, 1.7)], [(0, 10.2), (1, 5.2)]
+    promoted = promote_exact_hit(FUSED, [bm25, phonetic], ["what", "0177"], POSTINGS)
+    assert promoted == [(0, 0.39), (1, 0.39), (2, 0.36), (3, 0.33)]  # p0 first at the top score, rest in RRF order
+    assert promote_exact_hit(FUSED, [bm25], ["0177"], POSTINGS)[0][0] == 0  # plain hybrid: BM25 alone decides
+    assert promote_exact_hit(FUSED, [[(1, 3.0)]], ["0148"], POSTINGS) == FUSED  # already first: unchanged
+
+
+def test_promote_exact_hit_keeps_plain_rrf_order_otherwise():
+    bm25 = [(0, 4.4), (1, 1.7)]
+    # the lexical lists disagree on rank 1
+    assert promote_exact_hit(FUSED, [bm25, [(1, 6.0), (0, 5.0)]], ["0177"], POSTINGS) == FUSED
+    # one lexical list is empty (no evidence above the floor)
+    assert promote_exact_hit(FUSED, [bm25, []], ["0177"], POSTINGS) == FUSED
+    # a common token: "555" is in two passages, "billing" in two
+    assert promote_exact_hit(FUSED, [bm25, bm25], ["555", "billing"], POSTINGS) == FUSED
+    # a df-1 word without a digit (a misheard word can be unique to the wrong passage)
+    assert promote_exact_hit([(1, 0.4), (2, 0.3)], [[(2, 2.0)], [(2, 3.0)]], ["night"], POSTINGS) == [(1, 0.4), (2, 0.3)]
+    # the unique number is in another passage than the lexical top
+    assert promote_exact_hit(FUSED, [[(3, 2.0)], [(3, 2.0)]], ["0177"], POSTINGS) == FUSED
+    assert promote_exact_hit([], [bm25], ["0177"], POSTINGS) == []
+
+
+def test_a_unique_number_stays_first_after_fusion_on_a_tiny_index():
+    """Dense order p2, p3, p1, p0 weighted 10; BM25 and the phonetic list both rank p0 first (BM25 has only
+    p0: "555" is in 2 of 4 passages, idf 0). RRF alone sinks p0 to third (hybrid: 10/14 + 1/11 < 10/12) and
+    second (hybrid_phonetic: 10/14 + 2/11 < 10/11); the override puts it first at the top score."""
+    vectors = np.array([[0.0, 1.0], [0.6, 0.8], [1.0, 0.0], [0.8, 0.6]], dtype=np.float32)
+    config = HybridConfig(rrf_k=10, weights=(10.0, 1.0))
+    index = PassageIndex([Passage(f"p{i}", f"d{i}", t) for i, t in enumerate(NUMBER_TEXTS)], vectors, config)
+    query, qv = "what is 555-0177", np.array([1.0, 0.0], dtype=np.float32)
+    assert index.bm25.postings["0177"] == {0} and index.bm25.postings["555"] == {0, 1}
+    lists = [index.dense_ranking(qv, 20), index.bm25_ranking(query, 20), index.phonetic_ranking(query, 20)]
+    assert [i for i, _ in lists[1]] == [0] and [i for i, _ in lists[2]][0] == 0
+    assert [i for i, _ in rrf_fuse(lists[:2], k=10, weights=(10.0, 1.0))] == [2, 3, 0, 1]  # the bug
+    assert [i for i, _ in rrf_fuse(lists, k=10, weights=(10.0, 1.0, 1.0))] == [2, 0, 3, 1]
+    hybrid = index.ranking(query, "hybrid", qv)
+    assert hybrid == [(0, pytest.approx(10 / 11)), (2, pytest.approx(10 / 11)), (3, pytest.approx(10 / 12)),
+                      (1, pytest.approx(10 / 13))]
+    assert [i for i, _ in index.ranking(query, "hybrid_phonetic", qv)] == [0, 2, 3, 1]
+    # "555" alone is in two passages (a common token): no override, plain RRF order
+    assert index.ranking("what is 555", "hybrid", qv) == rrf_fuse(
+        [index.dense_ranking(qv, 20), index.bm25_ranking("what is 555", 20)], k=10, weights=(10.0, 1.0))

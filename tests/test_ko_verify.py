@@ -1,0 +1,113 @@
+"""Korean verifier coverage (issue 10, item 3): polarity (아니/않/못/없) and numbers held in ONE cited sentence
+with the answer's and the question's key terms."""
+import pytest
+
+from rag.ko_answer import (ABSTAIN, decide_ko, is_negative_ko, number_support, numbers_ko, polarity_agrees,
+                           score_rows, verify_ko)
+
+NEG_DRUG = "이 약은 임산부가 복용할 수 없다."
+POS_DRUG = "이 약은 임산부도 복용할 수 있다."
+
+
+@pytest.mark.parametrize("cited, answer, expected", [
+    (NEG_DRUG, "복용할 수 있다", (False, "polarity")),
+    (NEG_DRUG, "복용할 수 없다", (True, "supported")),
+    (NEG_DRUG, "임산부는 복용할 수 있습니다", (False, "polarity")),
+    (POS_DRUG, "임산부는 복용할 수 없다", (False, "polarity")),
+    (POS_DRUG, "임산부도 복용할 수 있다", (True, "supported")),
+    ("그는 회의에 참석하지 않았다.", "그는 회의에 참석했다", (False, "polarity")),        # 않 (VX)
+    ("그는 회의에 참석하지 않았다.", "회의에 참석하지 않았다", (True, "supported")),
+    ("그는 회의에 참석했다.", "회의에 참석하지 않았다", (False, "polarity")),
+    ("비행기는 폭설로 이륙하지 못했다.", "비행기는 이륙했다", (False, "polarity")),      # 못하 (VX)
+    ("비행기는 폭설로 이륙하지 못했다.", "폭설로 이륙하지 못했다", (True, "supported")),
+    ("고래는 어류가 아니다.", "고래는 어류이다", (False, "polarity")),                   # 아니 (VCN)
+    ("고래는 어류가 아니다.", "어류가 아니다", (True, "supported")),
+    ("그는 그날 학교에 안 갔다.", "그날 학교에 갔다", (False, "polarity")),              # 안 (MAG)
+    ("그는 그날 학교에 안 갔다.", "학교에 안 갔다", (True, "supported")),
+])
+def test_polarity_pairs(cited, answer, expected):
+    assert verify_ko(answer, ["1"], [cited]) == expected
+
+
+def test_a_noun_span_carries_no_polarity():
+    # KorQuAD answers are spans: "임산부" is what the negative sentence is about, not a positive claim.
+    assert verify_ko("임산부", ["1"], [NEG_DRUG]) == (True, "supported")
+    assert polarity_agrees("임산부", [NEG_DRUG]) is True
+    assert polarity_agrees("복용할 수 있다", [NEG_DRUG]) is False
+
+
+def test_polarity_uses_the_sentence_sharing_most_terms():
+    passage = "어린이는 이 약을 복용할 수 있다. " + NEG_DRUG
+    assert verify_ko("임산부는 복용할 수 있다", ["1"], [passage]) == (False, "polarity")
+    assert verify_ko("어린이는 복용할 수 있다", ["1"], [passage]) == (True, "supported")
+
+
+@pytest.mark.parametrize("text, negative", [
+    ("이 약은 임산부가 복용할 수 없다.", True), ("그는 가지 않았다", True), ("가지 못했다", True),
+    ("학생이 아니다", True), ("복용하지 마십시오", True), ("아니요", True), ("그는 안 갔다", True),
+    ("집 안에 있다", False),            # 안 "inside" is a noun
+    ("관계없이 간다", False),           # 관계없이 "regardless" is one adverb
+    ("서울은 대한민국의 수도이다.", False),
+])
+def test_negation_morphemes(text, negative):
+    assert is_negative_ko(text) is negative
+
+
+SPLIT = "삼일운동은 일제강점기의 독립운동이다. 1919년에 대한민국 임시정부가 수립되었다."   # year and topic apart
+TOGETHER = "삼일운동은 1919년에 일어난 독립운동이다. 대한민국 임시정부는 같은 해 4월에 수립되었다."
+WHEN = "삼일운동이 일어난 해는?"
+
+
+def test_number_in_another_sentence_than_the_question_terms_fails():
+    assert verify_ko("1919년", ["1"], [SPLIT], WHEN) == (False, "number_not_with_terms")
+    assert verify_ko("1919년", ["1"], [TOGETHER], WHEN) == (True, "supported")
+
+
+def test_number_in_another_sentence_than_the_answer_terms_fails():
+    assert verify_ko("삼일운동은 1919년", ["1"], [SPLIT]) == (False, "number_not_with_terms")
+    assert verify_ko("삼일운동은 1919년", ["1"], [TOGETHER]) == (True, "supported")
+    # Without a question a bare span has no topic to check: 1919 and 년 are in one sentence.
+    assert verify_ko("1919년", ["1"], [SPLIT]) == (True, "supported")
+
+
+def test_numbers_of_one_answer_must_share_a_sentence():
+    assert verify_ko("1919년 4월", ["1"], [TOGETHER]) == (False, "number_not_with_terms")
+
+
+def test_numbers_compare_as_numbers_not_substrings():
+    # The terms check finds "192" inside "1920"; the number check does not.
+    assert verify_ko("192년", ["1"], ["임시정부는 1920년에 이전하였다."]) == (False, "number_not_in_cited")
+    assert verify_ko("1,947미터", ["1"], ["한라산의 높이는 1,947미터이다."]) == (True, "supported")
+    assert number_support("1947미터", ["한라산의 높이는 1,947미터이다."]) is None     # thousands comma
+    assert numbers_ko("1,947미터, 3.5%, 2010-09-28") == {"1947", "3.5", "2010", "9", "28"}
+
+
+def test_number_support_question_share():
+    # question terms: 삼일운동, 일어나, 해 (3); the 1919 sentence of SPLIT holds none of them
+    assert number_support("1919년", [SPLIT], WHEN) == "number_not_with_terms"
+    assert number_support("1919년", [SPLIT], WHEN, min_question_share=0.0) == "number_not_with_terms"  # still >= 1
+    assert number_support("1919년", [TOGETHER], WHEN) is None
+    assert number_support("서울", [SPLIT], WHEN) is None                                              # no number
+
+
+def test_decide_replaces_a_number_from_the_wrong_sentence():
+    d = decide_ko(WHEN, "1919년", ["1"], [SPLIT])
+    assert d == {"say": "삼일운동은 일제강점기의 독립운동이다.", "citations": ["1"], "status": "extractive",
+                 "reason": "number_not_with_terms"}
+    assert decide_ko(WHEN, "1919년", ["1"], [TOGETHER])["status"] == "llm"
+    assert decide_ko("이 약을 임산부가 복용할 수 있나요?", "복용할 수 있다", ["1"], [NEG_DRUG]) == {
+        "say": NEG_DRUG, "citations": ["1"], "status": "extractive", "reason": "polarity"}
+
+
+def test_score_rows_reads_the_new_reasons():
+    def row(answer, passages, golds):
+        cits = ["none"] if answer == ABSTAIN else ["1"]
+        final = decide_ko(WHEN, answer, cits, passages)
+        return {"k": 1, "gold_excluded": False, "golds": golds, "passages": passages, "raw_answer": answer,
+                "raw_citations": cits, "error": None, "final": final}
+
+    m = score_rows([row("1919년", [SPLIT], ["1919년"]), row("1919년", [TOGETHER], ["1919년"]),
+                    row(ABSTAIN, [SPLIT], ["1919년"])])
+    assert m["final_status"] == {"extractive": 1, "llm": 1, "abstained": 1}
+    assert (m["raw"]["span_match"], m["final"]["span_match"]) == (2, 1)
+    assert m["final"]["hallucinated"] == 0
