@@ -120,16 +120,9 @@ def _ask_ko(question: str, p: dict) -> int:
 
 
 def _ask_voice(question: str, p: dict) -> int:
-    """The voice answer path for one typed question: rewrite, gate (abstain.signal, the combined model
-    fitted on the clinic fixture as in the chain, tau from metrics/voice/threshold.json), answer, verify."""
-    from rag import abstain, config
-    from rag.answer import answer_row, decide
-    from rag.chunk import load_kb
-    from rag.evaluate import embed_texts
-    from rag.pipeline import llm_url
-    from rag.queries import load_queries, rewrite_queries
-    from rag.rewrite import rewrite
-    from rag.search import DEFAULT_KB, PassageIndex
+    """The voice answer path for one typed question (`rag.pipeline.answer_question` on the clinic KB, tau from
+    metrics/voice/threshold.json), printed."""
+    from rag.pipeline import answer_question, llm_url
 
     tau_file = Path("metrics/voice/threshold.json")
     if not tau_file.is_file():
@@ -137,20 +130,9 @@ def _ask_voice(question: str, p: dict) -> int:
 
         raise InputError(f"{tau_file}: not found; the voice gate needs tau (run dvc repro from the repo root)")
     tau = json.loads(tau_file.read_text(encoding="utf-8"))["tau"]
-    settings = config.answer_settings(p, tau)
-    index, kb = PassageIndex.from_folder(DEFAULT_KB, config.hybrid_config(p)), load_kb(DEFAULT_KB)
-    rules = config.rewrite_rules(p, index.passages)
-    fixture = load_queries(p["voice"]["queries"])
-    texts = {**rewrite_queries(fixture, rules), "cli": rewrite(question, None, rules)}
-    vectors = embed_texts(texts)
-    feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
-    signal = p["abstain"]["signal"]
-    model = abstain.fit_combined([feats[q["id"]] for q in fixture], [q["answerable"] for q in fixture],
-                                 int(p["abstain"]["seed"])) if signal == "combined" else None
-    score = abstain.signal_scores(signal, {"cli": feats["cli"]}, model)["cli"]
     with llm_url(p) as url:
-        row = answer_row("cli", texts["cli"], index, vectors["cli"], score, settings, kb, url)
-    final = decide(row, kb, vectors["cli"], settings, config.verify_rules(p))
+        final, row, score, kb = answer_question(question, p, tau, url)
+    signal = p["abstain"]["signal"]
     print(f"answer: {final['say']}")
     print(f"source: {final['source']}")
     print(f"status: {final['status']} ({final['reason']}); gate {signal} {score:.3f}, tau {tau:.3f}")

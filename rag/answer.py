@@ -107,8 +107,9 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: S
                rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
                hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None) -> Extract | None:
     """The retrieved sentence to read out instead of a failed answer, among `candidate_sentences` (their vectors
-    precomputed in ``sentences``): the scorer's best (``scorer``, the learned answer selection) or, without one,
-    `pick_sentence` (answer-type tables, then the retrieval ranking). None if every candidate contradicts the query."""
+    precomputed in ``sentences``): with ``scorer`` (the learned answer selection) those holding the asked-for answer
+    type of the KB's table first (none without a table), then the best score; without one, `pick_sentence`
+    (answer-type tables, then the retrieval ranking). None if every candidate contradicts the query."""
     cands = candidate_sentences(query, docs, sentences, rules)
     if not cands:
         return None
@@ -117,7 +118,9 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: S
         best, score = pick_sentence(query, vector, [s for s, _, _ in cands], vectors, rules, mode, hybrid), None
     else:
         scores = scorer.scores(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
-        best = int(np.argmax(scores))  # first of equals: document order
+        types = asked_types(query, rules)  # the KB's answer-type table, when it has one, is a hint: typed first
+        typed = [bool(types) and holds_answer_type(s, types, rules) for s, _, _ in cands]
+        best = min(range(len(cands)), key=lambda i: (-typed[i], -scores[i], i))
         score = round(float(scores[best]), 6)
     return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6), score)
 

@@ -19,7 +19,7 @@ from rag.gate import ThresholdError, choose_tau
 from rag.queries import check_against_kb, load_queries, raw_queries, rewrite_queries
 from rag.scoring import final_metrics
 from rag.search import PassageIndex
-from rag.selection import AnswerScorer
+from rag.selection import AnswerScorer, load_scorer
 from rag.sentences import SentenceIndex
 
 
@@ -164,14 +164,40 @@ def latency_metrics(answers: Sequence[dict]) -> dict:
     return {key: summary([a[key] for a in answers if a.get(key) is not None]) for key in ("first_token_ms", "total_ms")}
 
 
+def answer_question(question: str, p: Mapping, tau: float, url: str | None) -> tuple[dict, dict, float, dict]:
+    """One typed question on the clinic KB (``fixtures/voice/kb``) the way a turn runs: rewrite, gate
+    (``abstain.signal``; the combined model fitted on the clinic fixture ``voice.queries``), retrieve, ask the LLM
+    at ``url`` (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of
+    `rag.answer.decide`, the answer row, the gate score, {doc: text})``."""
+    from rag import abstain
+    from rag.rewrite import rewrite
+    from rag.search import DEFAULT_KB
+
+    settings = config.answer_settings(p, tau)
+    index, kb = PassageIndex.from_folder(DEFAULT_KB, config.hybrid_config(p)), load_kb(DEFAULT_KB)
+    rules = config.rewrite_rules(p, index.passages)
+    fixture = load_queries(p["voice"]["queries"])
+    texts = {**rewrite_queries(fixture, rules), "cli": rewrite(question, None, rules)}
+    vectors = embed_texts(texts)
+    feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
+    signal = p["abstain"]["signal"]
+    model = abstain.fit_combined([feats[q["id"]] for q in fixture], [q["answerable"] for q in fixture],
+                                 int(p["abstain"]["seed"])) if signal == "combined" else None
+    score = abstain.signal_scores(signal, {"cli": feats["cli"]}, model)["cli"]
+    row = answer_row("cli", texts["cli"], index, vectors["cli"], score, settings, kb, url)
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
+    return decide(row, kb, vectors["cli"], settings, config.verify_rules(p), scorer=scorer), row, score, kb
+
+
 def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> dict:
     """evaluate -> threshold -> answer -> final on any KB folder and queries file; all metrics.
 
     Raises rag.io.InputError for bad inputs, ValueError / KeyError / TypeError for bad params
-    (`rag.config.check`) and rag.gate.ThresholdError when no tau separates the questions, all
-    before any LLM call.
+    (`rag.config.check`, `rag.selection.load_scorer` for ``select``) and rag.gate.ThresholdError when no tau
+    separates the questions, all before any LLM call.
     """
     config.check(p)
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])  # model_dir: relative to the cwd
     queries = load_queries(queries_path)
     index = PassageIndex.from_folder(kb_folder, config.hybrid_config(p))
     kb = load_kb(kb_folder)
@@ -179,6 +205,6 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> di
     tau = step_threshold(per_query, p)
     with llm_url(p) as url:
         answers = step_answer(index, queries, kb, p, tau["tau"], url, {r["id"]: r["score"] for r in per_query})
-    final_rows, final = step_final(answers, queries, kb, p, tau["tau"])
+    final_rows, final = step_final(answers, queries, kb, p, tau["tau"], scorer=scorer)
     return {"retrieval": retrieval, "threshold": tau, "final": final, "latency": latency_metrics(answers),
             "answers": final_rows}

@@ -35,7 +35,8 @@ def final_metrics(queries: Sequence[dict], final_rows: Sequence[dict], kb: Mappi
     - refusal_precision: refused questions that were unanswerable;
     - answerable_refused: answerable questions refused;
     - unsupported_said: said sentences with a number or time not in the cited document;
-    - grounded_wrong_said: said sentences (llm or extractive) of answerable questions missing a fact.
+    - grounded_wrong_said: said sentences (llm or extractive) that do not answer: an answerable question's
+      missing a fact, or any said to an unanswerable question.
     """
     by_id = {r["id"]: r for r in final_rows}
     rows = [(q, by_id[q["id"]]) for q in queries]
@@ -54,5 +55,5 @@ def final_metrics(queries: Sequence[dict], final_rows: Sequence[dict], kb: Mappi
         "refusal_recall": _ratio(sum(r["status"] == "refused" for _, r in unanswerable), len(unanswerable)),
         "answerable_refused": sum(r["status"] == "refused" for _, r in answerable),
         "unsupported_said": sum(unsupported(r, kb) for _, r in said),
-        "grounded_wrong_said": sum(q["answerable"] and not has_facts(r["say"], q["facts"]) for q, r in said),
+        "grounded_wrong_said": sum(not (q["answerable"] and has_facts(r["say"], q["facts"])) for q, r in said),
     }

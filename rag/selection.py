@@ -33,7 +33,7 @@ import numpy as np
 from rag.phonetic import phonetic_key
 from rag.retrieval import word_tokens
 
-DESIGNS = ("rules", "linear", "mlp")  # rules: the answer-type tables and the retrieval ranking (no model)
+DESIGNS = ("rules", "linear", "mlp", "cross")  # rules: the answer-type tables and the retrieval ranking (no model)
 
 # Generic English function words (not a KB's table): what a "key term" of a question is not.
 STOPWORDS = frozenset("""a an the and or but if of at by for with about to from in on off out up over into onto
@@ -185,8 +185,8 @@ class AnswerScorer:
 
     def __init__(self, design: str, mean, scale, layers: list[tuple[list, list]], min_score: float,
                  features: Sequence[str] = FEATURES, meta: Mapping | None = None):
-        if design not in DESIGNS[1:]:
-            raise ValueError(f"unknown scorer design {design!r}; expected one of {DESIGNS[1:]}")
+        if design not in ("linear", "mlp"):
+            raise ValueError(f"unknown feature-model design {design!r}; expected linear or mlp")
         if tuple(features) != FEATURES:
             raise ValueError(f"the model was fitted on features {list(features)}, this code computes {list(FEATURES)}")
         self.design, self.min_score, self.meta = design, float(min_score), dict(meta or {})
@@ -250,15 +250,71 @@ def fit(x: np.ndarray, y: np.ndarray, design: str, seed: int = 0) -> AnswerScore
                           random_state=seed).fit(z, y)
         layers = [(w.tolist(), b.tolist()) for w, b in zip(m.coefs_, m.intercepts_)]
     else:
-        raise ValueError(f"unknown scorer design {design!r}; expected one of {DESIGNS[1:]}")
+        raise ValueError(f"unknown scorer design {design!r}; expected linear or mlp")
     return AnswerScorer(design, mean, scale, layers, 0.5)
+
+
+class CrossScorer:
+    """The ``cross`` design: all-MiniLM-L6-v2 fine-tuned as a cross-encoder (stage train_cross) that reads the
+    question and the sentence together ([CLS] question [SEP] sentence [SEP], Nogueira & Cho 2019) and gives
+    P(the sentence answers the question); ONNX with int8 weights, run by onnxruntime. Same interface as
+    `AnswerScorer` (``scores``, ``min_score``), so `rag.answer.decide` takes either.
+
+    onnx: the model file; raises RuntimeError when its sha256 differs from ``sha256`` (when given).
+    """
+
+    def __init__(self, onnx: str | Path, min_score: float, sha256: str | None = None, threads: int = 2,
+                 max_tokens: int = 128):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        from rag.embed import TOKENIZER_PATH, _sha256
+
+        if sha256 is not None and _sha256(Path(onnx)) != sha256:
+            raise RuntimeError(f"{onnx}: sha256 differs from {sha256}")
+        self.min_score, self.design = float(min_score), "cross"
+        self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+        self.tokenizer.enable_truncation(max_length=max_tokens)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        self.session = ort.InferenceSession(str(onnx), so, providers=["CPUExecutionProvider"])
+
+    def pair_scores(self, query: str, sentences: Sequence[str], batch: int = 32) -> np.ndarray:
+        """(len(sentences),) probabilities that each sentence answers ``query``."""
+        out = []
+        for i in range(0, len(sentences), batch):
+            enc = self.tokenizer.encode_batch([(query, s) for s in sentences[i:i + batch]])
+            feed = {"input_ids": np.array([e.ids for e in enc], np.int64),
+                    "attention_mask": np.array([e.attention_mask for e in enc], np.int64),
+                    "token_type_ids": np.array([e.type_ids for e in enc], np.int64)}
+            out.append(self.session.run(["logits"], feed)[0][:, 0])
+        return 1.0 / (1.0 + np.exp(-np.concatenate(out))) if out else np.zeros(0)
+
+    def scores(self, query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str, np.ndarray]],
+               contexts: Sequence[str], docs: Mapping[str, str], stats: TermStats) -> np.ndarray:
+        """`AnswerScorer.scores`'s interface; only the question and the candidates' sentences are read."""
+        return self.pair_scores(query, [s for s, _, _ in candidates])
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CrossScorer":
+        """Read selection-cross.json (the ONNX file next to it, its sha256 checked); InputError naming the file."""
+        from rag.io import InputError
+
+        path = Path(path)
+        try:
+            m = json.loads(path.read_text(encoding="utf-8"))
+            return cls(path.parent / m["onnx"], m["min_score"], m["sha256"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{path}: not a cross-encoder model ({e})") from None
 
 
 def choose_min_score(best: Sequence[float], right: Sequence[bool], answerable: Sequence[bool]) -> float:
     """The ``min_score`` that says the most right picks net of wrong ones: over questions with their best
     candidate's score ``best``, whether that pick holds the answer (``right``) and whether the question is
     answerable, maximise (right picks said) - (wrong picks said) - (unanswerable questions said); a question is
-    said when its best score >= min_score. Ties: the lowest such value. Raises ValueError for no questions."""
+    said when its best score >= min_score. Ties: the highest such value (the fewest questions said); when saying
+    nothing is best, just above the highest score. Raises ValueError for no questions."""
     if not len(best):
         raise ValueError("no questions to choose min_score on")
     gain = np.where(np.asarray(answerable) & np.asarray(right), 1.0, -1.0)
@@ -277,7 +333,7 @@ def swap_key_term(question: str, evidence: str, pool: Sequence[str], stats: Term
     if not words:
         return None
     key = max(words, key=lambda w: (stats.idf(_stem(w)), w))
-    lacking = [w for w in pool if _stem(w) not in held]
+    lacking = [w for w in pool if _stem(w.lower()) not in held]
     return (key, lacking[rng.randrange(len(lacking))]) if lacking else None
 
 
@@ -293,3 +349,15 @@ def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sent
     (384,) vector)`` candidates, and their `features` matrix (len(candidates), len(FEATURES))."""
     cands = [(s, d, v) for d in docs for s, v in sentences.of(d)]
     return cands, features(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
+
+
+def load_scorer(design: str, model_dir: str | Path):
+    """The shipped scorer of ``design``: None for ``rules`` (the table-driven pick), else ``model_dir``/
+    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Raises ValueError for an unknown
+    design, InputError naming the file for a missing or bad model."""
+    if design not in DESIGNS:
+        raise ValueError(f"select.design must be one of {DESIGNS}, got {design!r}")
+    if design == "rules":
+        return None
+    path = Path(model_dir) / f"selection-{design}.json"
+    return CrossScorer.load(path) if design == "cross" else AnswerScorer.load(path)

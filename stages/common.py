@@ -68,15 +68,15 @@ def heysquad_index(p: dict, *query_fields: str):
 
 
 def answer_scorer(p: dict, design: str | None = None):
-    """The shipped answer-selection model of ``design`` (default ``select.design``): ``select.model_dir``/
-    selection-{design}.json (stage fit_selection), or None for ``rules`` (the table-driven pick)."""
+    """The shipped answer-selection model of ``design`` (default ``select.design``), from ``select.model_dir``
+    (`rag.selection.load_scorer`); None for ``rules``. A bad design raises InputError naming params.yaml."""
     from rag.io import InputError
-    from rag.selection import DESIGNS, AnswerScorer
+    from rag.selection import load_scorer
 
-    design = design or p["select"]["design"]
-    if design not in DESIGNS:
-        raise InputError(f"{ROOT / 'params.yaml'}: select.design must be one of {DESIGNS}, got {design!r}")
-    return None if design == "rules" else AnswerScorer.load(ROOT / p["select"]["model_dir"] / f"selection-{design}.json")
+    try:
+        return load_scorer(design or p["select"]["design"], ROOT / p["select"]["model_dir"])
+    except ValueError as e:
+        raise InputError(f"{ROOT / 'params.yaml'}: {e}") from None
 
 
 def main(fn) -> None:

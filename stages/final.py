@@ -1,7 +1,8 @@
-"""Stage final: verify each answer, fall back to an extractive sentence -> final.jsonl, final.json."""
+"""Stage final: verify each answer (and, with a learned `select.design`, check it answers), fall back to an
+extractive sentence -> final.jsonl, final.json."""
 import json
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params
+from common import ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
 from rag.chunk import load_kb
 from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import step_final
@@ -15,7 +16,8 @@ def run():
     answers = read_jsonl(VOICE_DATA / "answers.jsonl", required=("id", "query", "gated", "error"))
     sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     rows, metrics = step_final(answers, load_queries(ROOT / p["voice"]["queries"]),
-                               load_kb(ROOT / p["voice"]["kb"]), p, tau, sentences)
+                               load_kb(ROOT / p["voice"]["kb"]), p, tau, sentences,
+                               answer_scorer(p))
     write_jsonl(VOICE_DATA / "final.jsonl", rows)
     write_json(VOICE_METRICS / "final.json", metrics)
 

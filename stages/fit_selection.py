@@ -4,11 +4,16 @@ HeySQuAD's 16 articles are split by article: even-numbered articles train (and c
 report. Every question in its three forms (typed / human ASR / machine ASR, rewritten as in the voice track) gets
 the sentences of its top ``retrieval.k`` passages as candidates; a candidate is positive when it is in the gold
 paragraph and holds a gold answer span (the same string in another paragraph is left out of training). Near-miss
-negatives (SQuAD 2.0): each question with its rarest key word that the gold paragraph holds swapped for a rare word
-of another article (`rag.selection.swap_key_term`), searched again; none of its candidates answers.
-Writes the models (``select.model_dir``/selection-{design}.json, committed) and metrics/heysquad/selection.json:
+negatives (SQuAD 2.0): each question with its rarest key word that the gold paragraph holds swapped
+(`rag.selection.swap_key_term`), searched again; none of its candidates answers. Half the swaps (a seeded coin)
+take a rare word of another article, half a word the KB never uses (from the MiniLM tokenizer's vocabulary): a
+caller's near miss names something the KB lacks ("rabies shot"), which a recogniser's garbled word also is.
+``min_score`` is chosen on the same training half (`rag.selection.choose_min_score`).
+Writes the models (``select.model_dir``/selection-{design}.json, committed), every (question, candidate, label) to
+``select.pairs`` (the cross-encoder's training data, stage train_cross) and metrics/heysquad/selection.json:
 pick hit rate per form and split for the rules pick and each design, near-miss refused, ~4 min.
 """
+import json
 import random
 import time
 
@@ -19,7 +24,7 @@ from rag import config, selection
 from rag.answer import pick_sentence, retrieve
 from rag.evaluate import embed_texts
 from rag.heysquad import SOURCES, as_transcripts
-from rag.io import write_json
+from rag.io import write_json, write_jsonl
 from rag.queries import rewrite_queries
 from rag.retrieval import word_tokens
 from rag.sentences import SentenceIndex
@@ -43,7 +48,8 @@ def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid
         keep = np.ones(len(cands), bool) if near_miss else ~(holds & ~in_gold)
         rules_pick = pick_sentence(text, v, [s for s, _, _ in cands], np.stack([c[2] for c in cands]), rules,
                                    settings.mode, hybrid)
-        out.append({"id": q["id"], "x": x, "y": y, "keep": keep, "rules": rules_pick, "near_miss": near_miss})
+        out.append({"id": q["id"], "x": x, "y": y, "keep": keep, "rules": rules_pick, "near_miss": near_miss,
+                    "query": text, "sentences": [c for c, _, _ in cands]})
     return out
 
 
@@ -78,11 +84,14 @@ def run():
     for d, text in kb.items():
         words_of.setdefault(article[d], set()).update(w for w in word_tokens(text, selection.STOPWORDS) if w.isalpha())
     rng = random.Random(int(s["seed"]))
+    kb_words = set().union(*words_of.values())
+    unseen = sorted(w for w in json.loads((ROOT / "models" / "all-MiniLM-L6-v2.tokenizer.json").read_text())["model"]["vocab"]
+                    if w.isalpha() and w.islower() and len(w) > 4 and w not in kb_words)
     swaps = {}
-    for q in queries:  # the swap word: rare (<= 2 sentences) and from another article
+    for q in queries:  # the swap word: rare (<= 2 sentences) and from another article, or never in the KB
         a = article[q["relevant"][0]]
-        pool = sorted(w for b, ws in words_of.items() if b != a for w in ws
-                      if len(w) > 4 and stats.df.get(selection._stem(w), 0) <= 2)
+        pool = unseen if rng.random() < 0.5 else sorted(
+            w for b, ws in words_of.items() if b != a for w in ws if len(w) > 4 and stats.df.get(selection._stem(w), 0) <= 2)
         swaps[q["id"]] = selection.swap_key_term(q["typed"], kb[q["relevant"][0]], pool, stats, rng)
     print(f"fit_selection: sentences and swaps {time.perf_counter() - t0:.0f} s", flush=True)
     groups = {}
@@ -95,11 +104,15 @@ def run():
             groups[(source, kind)] = groups_of(queries, ts, embed_texts(ts), index, sentences, settings, rules,
                                                hybrid, kind == "near_miss")
         print(f"fit_selection: {source} {time.perf_counter() - t0:.0f} s", flush=True)
+    write_jsonl(ROOT / s["pairs"], ({"split": split[g["id"]], "form": source, "near_miss": g["near_miss"], "id": g["id"],
+                                     "query": g["query"], "sentence": c, "label": bool(y_), "keep": bool(k)}
+                                    for (source, _), gs in groups.items() for g in gs
+                                    for c, y_, k in zip(g["sentences"], g["y"], g["keep"])))
     train = [g for gs in groups.values() for g in gs if split[g["id"]] == "train"]
     x = np.vstack([g["x"][g["keep"]] for g in train])
     y = np.concatenate([g["y"][g["keep"]] for g in train])
     scorers = {}
-    for design in selection.DESIGNS[1:]:
+    for design in ("linear", "mlp"):  # the cross design is stage train_cross's
         m = selection.fit(x, y, design, int(s["seed"]))
         best = [m.probabilities(g["x"]) for g in train]
         m.min_score = round(selection.choose_min_score([b.max() for b in best],
@@ -117,7 +130,7 @@ def run():
         for part in ("train", "report"):
             both = [g for g in gs + groups[(source, "near_miss")] if split[g["id"]] == part]
             out["results"].setdefault(source, {})[part] = {
-                d: report(both, scorers.get(d)) for d in selection.DESIGNS}
+                d: report(both, scorers.get(d)) for d in ("rules", *scorers)}
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(ROOT / p["heysquad"]["metrics_dir"] / "selection.json", out)
     for source, parts in out["results"].items():

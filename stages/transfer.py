@@ -13,7 +13,7 @@ of the verifier's extractive pick (`rag.answer.extractive`), never tuned on.
 import time
 
 
-from common import ROOT, VOICE_METRICS, main, params
+from common import ROOT, VOICE_METRICS, answer_scorer, main, params
 from rag import abstain, config
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics
 from rag.chunk import load_kb
@@ -62,7 +62,7 @@ def run():
         queries, docs = load_queries(ROOT / qpath), load_kb(ROOT / kb)
         scores = abstain.signal_scores(gate, feats[name], model)
         answers = step_answer(indexes[kb], queries, docs, p, taus[gate]["tau"], None, scores)
-        answer_key[name] = step_final(answers, queries, docs, p, taus[gate]["tau"])[1]
+        answer_key[name] = step_final(answers, queries, docs, p, taus[gate]["tau"], scorer=answer_scorer(p))[1]
     best = abstain.pick_signal(results, TRANSFER, a["goal"])
     reached = [s for s in results if all(abstain.meets_goal(results[s][n], a["goal"]) for n in TRANSFER)]
     coef = dict(zip(abstain.SIGNALS, (round(float(c), 4) for c in model[-1].coef_[0])))

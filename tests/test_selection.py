@@ -1,0 +1,184 @@
+"""Answer selection (rag.selection): features, the shipped scorers, the min_score choice, decide() with a scorer."""
+import json
+import random
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from rag import selection
+from rag.chunk import load_kb
+from rag.io import InputError
+from rag.sentences import SentenceIndex
+
+
+@pytest.fixture(scope="module")
+def clinic():
+    from rag.embed import get_embedder
+
+    kb = load_kb(ROOT / "fixtures" / "voice" / "kb")
+    return kb, SentenceIndex.build(kb), get_embedder()
+
+
+def col(name):
+    return selection.FEATURES.index(name)
+
+
+def test_answer_types_read_digits_and_words():
+    assert selection.HOLDS["money"].search("It costs one hundred eighty-nine dollars.")
+    assert selection.HOLDS["money"].search("A flu shot costs $30.")
+    assert not selection.HOLDS["money"].search("Paper copies are ready in 3 days.")
+    assert selection.HOLDS["duration"].search("Refills take three business days.")
+    assert selection.HOLDS["time"].search("We open at 8:30 a.m.")
+    assert selection.HOLDS["phone"].search("Call 555-0177 to pay.")
+    assert selection.ASKS["money"].search("how much is a flu shot")
+    assert selection.ASKS["duration"].search("how long does a refill take")
+    assert not selection.ASKS["duration"].search("how much is a flu shot")
+
+
+def test_key_term_missing_from_the_document_is_a_feature(clinic):
+    kb, sentences, emb = clinic
+    near = "how much does a rabies shot cost"
+    cands, x = selection.candidate_features(near, emb.embed_one(near), ["kb-vaccines"], sentences)
+    assert len(cands) == len(sentences.of("kb-vaccines")) and x.shape == (len(cands), len(selection.FEATURES))
+    assert (x[:, col("missing_doc")] > 0).all() and (x[:, col("cover_doc")] < 1).all()
+    asked = "how much does a flu shot cost"
+    _, y = selection.candidate_features(asked, emb.embed_one(asked), ["kb-vaccines"], sentences)
+    assert (y[:, col("missing_doc")] == 0).all() and (y[:, col("cover_doc")] == 1).all()
+    price = [s for s, _, _ in cands].index("A flu shot costs $30.")
+    assert y[price, col("money_held")] == 1 and y[price, col("money_missing")] == 0
+    assert y[:, col("cover_sentence_gap")].max() == 0.0  # gaps are to the best candidate
+
+
+def test_fit_ranks_and_round_trips(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, len(selection.FEATURES)))
+    y = (x[:, 0] + 0.1 * rng.normal(size=3000)) > 1.0
+    for design in ("linear", "mlp"):
+        m = selection.fit(x, y, design)
+        p = m.probabilities(x)
+        assert p.shape == (3000,) and ((0 <= p) & (p <= 1)).all()
+        assert (p[y][:, None] > p[~y][None, :]).mean() > 0.9, design  # AUROC: positives above negatives
+        m.save(tmp_path / f"{design}.json")
+        back = selection.AnswerScorer.load(tmp_path / f"{design}.json")
+        assert np.allclose(back.probabilities(x), p)
+    with pytest.raises(ValueError, match="positive and negative"):
+        selection.fit(x, np.zeros(3000, bool), "linear")
+    with pytest.raises(ValueError, match="unknown scorer design"):
+        selection.fit(x, y, "forest")
+
+
+def test_load_names_the_file(tmp_path):
+    bad = tmp_path / "m.json"
+    bad.write_text('{"design": "linear"}')
+    with pytest.raises(InputError, match="m.json"):
+        selection.AnswerScorer.load(bad)
+    m = json.loads((ROOT / "models" / "selection-linear.json").read_text())
+    m["features"] = m["features"][:-1]
+    bad.write_text(json.dumps(m))
+    with pytest.raises(InputError, match="features"):
+        selection.AnswerScorer.load(bad)
+
+
+def test_choose_min_score_nets_right_against_wrong():
+    # said from the top: +1 (0.9 right), -1 (0.8 wrong), +1 (0.3 right), -1 (0.2 unanswerable)
+    assert selection.choose_min_score([0.9, 0.8, 0.3, 0.2], [True, False, True, False],
+                                      [True, True, True, False]) == 0.9
+    assert selection.choose_min_score([0.9, 0.8, 0.3], [True, True, True], [True, True, True]) == 0.3
+    assert selection.choose_min_score([0.4], [False], [True]) > 0.4  # saying nothing is best
+    with pytest.raises(ValueError):
+        selection.choose_min_score([], [], [])
+
+
+def test_swap_key_term_takes_the_rarest_word_the_evidence_holds():
+    stats = selection.TermStats.of(["Warsaw is big.", "Warsaw has a river.", "Chopin was born in 1810."])
+    swap = selection.swap_key_term("When was Chopin born in Warsaw?", "Chopin was born in 1810 near Warsaw.",
+                                   ["Beyonce", "Warsaw"], stats, random.Random(0))
+    assert swap == ("chopin", "Beyonce")
+    assert selection.replace_word("when was chopin born", "chopin", "beyonce") == "when was beyonce born"
+    assert selection.replace_word("when was he born", "chopin", "beyonce") is None
+    assert selection.swap_key_term("What is love?", "Chopin was born.", ["x"], stats, random.Random(0)) is None
+
+
+def test_shipped_scorers_load_and_rank_the_price_sentence_first(clinic):
+    kb, sentences, emb = clinic
+    q = "how much is a flu shot"
+    for design in ("linear", "mlp"):
+        m = selection.AnswerScorer.load(ROOT / "models" / f"selection-{design}.json")
+        cands, x = selection.candidate_features(q, emb.embed_one(q), ["kb-vaccines"], sentences)
+        assert cands[int(np.argmax(m.probabilities(x)))][0] == "A flu shot costs $30."
+        assert 0 < m.min_score < 1
+
+
+def test_decide_rejects_a_verbatim_sentence_that_does_not_answer(clinic):
+    """The issue's stub: the model picks "A regular visit lasts 20 minutes." for a yearly physical question."""
+    from rag.answer import AnswerSettings, decide
+
+    kb, sentences, emb = clinic
+    scorer = selection.AnswerScorer.load(ROOT / "models" / "selection-linear.json")
+    q = "how much does a flu shot cost"
+    docs = ["kb-vaccines", "kb-appointments"]
+    wrong = next(s for s, _ in sentences.of("kb-vaccines") if "$" not in s and "flu" in s.lower())
+    row = {"id": "x", "query": q, "retrieved": docs, "gated": False, "error": None, "answer": wrong,
+           "source": "kb-vaccines"}
+    out = decide(row, kb, emb.embed_one(q), AnswerSettings(), sentences=sentences, scorer=scorer)
+    assert out["status"] != "llm" and out["reason"].startswith(("does_not_answer", "weaker_than_extractive"))
+    assert out["say"] in ("A flu shot costs $30.", AnswerSettings().refusal)
+    right = dict(row, answer="A flu shot costs $30.")
+    out = decide(right, kb, emb.embed_one(q), AnswerSettings(), sentences=sentences, scorer=scorer)
+    assert (out["status"], out["say"]) == ("llm", "A flu shot costs $30.")
+
+
+def test_the_issues_stub_llm_answer_is_replaced_by_a_scorer(clinic):
+    """The issue's stub LLM says "A regular visit lasts 20 minutes." for "how long is a yearly physical": the
+    verifier alone lets it through; every learned design replaces it (the KB's yearly-physical sentence scores higher)."""
+    from rag.answer import AnswerSettings, decide
+    from rag.selection import load_scorer
+    from rag.verify import verify
+
+    kb, sentences, emb = clinic
+    q = "how long is a yearly physical"
+    docs = ["kb-appointments"]
+    assert verify("A regular visit lasts 20 minutes.", "kb-appointments", docs, kb, q) == (True, "ok")
+    row = {"id": "x", "query": q, "retrieved": docs, "gated": False, "error": None,
+           "answer": "A regular visit lasts 20 minutes.", "source": "kb-appointments"}
+    for design in ("linear", "mlp", "cross"):
+        out = decide(row, kb, emb.embed_one(q), AnswerSettings(), sentences=sentences,
+                     scorer=load_scorer(design, ROOT / "models"))
+        assert out["status"] != "llm", design
+        assert out["say"] in ("A yearly physical lasts 40 minutes.", AnswerSettings().refusal), design
+
+
+def test_cross_scorer_reads_question_and_sentence_together():
+    from rag.selection import CrossScorer, load_scorer
+
+    cross = load_scorer("cross", ROOT / "models")
+    s = cross.pair_scores("how much is a flu shot", ["A flu shot costs $30.", "Parking in the clinic lot is free."])
+    assert s.shape == (2,) and s[0] > 0.5 > s[1]
+    assert load_scorer("rules", ROOT / "models") is None
+    with pytest.raises(ValueError, match="select.design"):
+        load_scorer("forest", ROOT / "models")
+    m = json.loads((ROOT / "models" / "selection-cross.json").read_text())
+    with pytest.raises(RuntimeError, match="sha256"):
+        CrossScorer(ROOT / "models" / m["onnx"], m["min_score"], sha256="0" * 64)
+
+
+@pytest.mark.parametrize("question, said", [
+    ("do you take personal checks", "We do not accept personal checks."),
+    ("how long is a yearly physical", "A yearly physical lasts 40 minutes."),
+    ("how much is a flu shot", "A flu shot costs $30."),
+    ("how much notice do I need", None),  # not a price question: no price sentence (today: refused)
+])
+def test_clinic_questions_from_the_issue(params, question, said):
+    """A typed question through the whole turn with the LLM down (`rag.pipeline.answer_question`, default params)."""
+    from rag.pipeline import answer_question
+
+    p = {**params, "voice": {**params["voice"], "queries": str(ROOT / params["voice"]["queries"])},
+         "select": {**params["select"], "model_dir": str(ROOT / "models")}}
+    tau = json.loads((ROOT / "metrics" / "voice" / "threshold.json").read_text())["tau"]
+    final, row, _, _ = answer_question(question, p, tau, None)
+    assert row["error"] == "unreachable" or row["gated"]
+    if said is None:
+        assert "$" not in final["say"]
+    else:
+        assert (final["status"], final["say"]) == ("extractive", said)
