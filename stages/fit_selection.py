@@ -1,4 +1,5 @@
-"""Stage fit_selection: learn which retrieved sentence answers a question (`rag.selection`) on half of HeySQuAD.
+"""Stage fit_selection (frozen; refit with `dvc repro -f fit_selection`): learn which retrieved sentence answers a
+question (`rag.selection`) on half of HeySQuAD; the models are shipped in models/, so the voice track needs no HeySQuAD.
 
 HeySQuAD's 16 articles are split by article: even-numbered articles train (and choose ``min_score``), odd ones
 report. Every question in its three forms (typed / human ASR / machine ASR, rewritten as in the voice track) gets
