@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         return _compare()
 
     from rag.gate import ThresholdError
-    from rag.io import InputError, read_params
+    from rag.io import InputError, normalise_text, read_params
     from rag.pipeline import run_chain
 
     # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
         if args.command == "ask":
-            track = args.track or ("ko" if _HANGUL.search(args.question) else "voice")
-            return _ask_ko(args.question, p) if track == "ko" else _ask_voice(args.question, p)
+            question = normalise_text(args.question)  # as KB text is: NFKC, NFC when it holds Hangul
+            track = args.track or ("ko" if _HANGUL.search(question) else "voice")
+            return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p)
         result = run_chain(args.kb, args.queries, p)
     except (InputError, ThresholdError) as e:
         print(f"error: {e}", file=sys.stderr)

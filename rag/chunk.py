@@ -1,27 +1,100 @@
 """Split a knowledge-base folder of Markdown files into passages."""
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.io import InputError
+from rag.io import InputError, normalise_text
 
 
 @dataclass(frozen=True)
 class Passage:
-    """One paragraph of a KB document. ``id`` is ``"<doc>#<n>"`` with n counted from 1."""
+    """One paragraph of a KB document. ``id`` is ``"<doc>#<n>"`` with n counted from 1; a paragraph
+    longer than the embedder reads (`token_count` > ``rag.embed.MAX_TOKENS``) is split at sentence
+    boundaries into passages ``"<doc>#<n>.1"``, ``"<doc>#<n>.2"``, ... (later paragraphs keep their n)."""
 
     id: str
     doc: str
     text: str
 
 
-def chunk_document(doc: str, text: str) -> list[Passage]:
+@functools.lru_cache(maxsize=1)
+def _tokenizer():
+    """The MiniLM tokenizer without the file's fixed truncation and padding (imported on first use)."""
+    from tokenizers import Tokenizer
+
+    from rag.embed import TOKENIZER_PATH
+
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def token_count(text: str, special: bool = True) -> int:
+    """MiniLM tokens of ``text`` as the embedder counts them (with [CLS] and [SEP] when ``special``)."""
+    return len(_tokenizer().encode(text, add_special_tokens=special).ids)
+
+
+def _max_tokens() -> int:
+    from rag.embed import MAX_TOKENS
+
+    return MAX_TOKENS
+
+
+def split_long(text: str, max_tokens: int, where: str = "") -> list[str]:
+    """``text`` as one piece if it fits in ``max_tokens`` MiniLM tokens (with [CLS]/[SEP]), else runs of
+    whole sentences (`rag.verify.split_sentences`) packed greedily in order, each within the limit.
+    A single sentence over the limit stays whole, with a warning naming ``where``; nothing is dropped."""
+    # every WordPiece token covers at least one non-space character: short texts need no tokenizer
+    if len("".join(text.split())) + 2 <= max_tokens or token_count(text) <= max_tokens:
+        return [text]
+    from rag.verify import split_sentences
+
+    pieces: list[list[str]] = []
+    used = 0
+    for s in split_sentences(text):
+        n = token_count(s, special=False)
+        if n + 2 > max_tokens:
+            warnings.warn(f"{where}: a sentence of {n + 2} tokens is longer than the embedder's {max_tokens}; "
+                          f"kept whole, the embedder reads only its start: {s[:60]!r}", stacklevel=3)
+        if pieces and used + n + 2 <= max_tokens:
+            pieces[-1].append(s)
+            used += n
+        else:
+            pieces.append([s])
+            used = n
+    return [" ".join(p) for p in pieces]
+
+
+def chunk_document(doc: str, text: str, max_tokens: int | None = None, source: str | None = None) -> list[Passage]:
     """Split ``text`` on blank lines; drop empty pieces and headings (pieces starting with ``#``);
-    fold whitespace runs to one space."""
-    pieces = [" ".join(p.split()) for p in text.replace("\r\n", "\n").split("\n\n")]
+    fold whitespace runs to one space. The text is normalised first (`rag.io.normalise_text`: a leading
+    byte-order mark dropped, NFKC, or NFC for Hangul); CRLF and CR line ends count as line ends.
+    A paragraph over ``max_tokens`` MiniLM tokens (default ``rag.embed.MAX_TOKENS``) is split at sentence
+    boundaries (`split_long`); ``source`` (default ``doc``) names the file in its warnings."""
+    text = normalise_text(text).replace("\r\n", "\n").replace("\r", "\n")
+    pieces = [" ".join(p.split()) for p in text.split("\n\n")]
     kept = [p for p in pieces if p and not p.startswith("#")]
-    return [Passage(f"{doc}#{n}", doc, p) for n, p in enumerate(kept, 1)]
+    limit = _max_tokens() if max_tokens is None else max_tokens
+    out = []
+    for n, p in enumerate(kept, 1):
+        parts = split_long(p, limit, f"{source or doc}: paragraph {n}")
+        if len(parts) == 1:
+            out.append(Passage(f"{doc}#{n}", doc, parts[0]))
+        else:
+            out.extend(Passage(f"{doc}#{n}.{m}", doc, q) for m, q in enumerate(parts, 1))
+    return out
+
+
+def _read(f: Path) -> str:
+    """A KB file's text, read as ``utf-8-sig`` (a UTF-8 byte-order mark never reaches a passage)."""
+    try:
+        return f.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{f}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def chunk_folder(folder: str | Path) -> list[Passage]:
@@ -40,16 +113,13 @@ def chunk_folder(folder: str | Path) -> list[Passage]:
     for f in files:
         if not f.is_file():
             raise InputError(f"{f}: not a readable file (a folder or a broken link)")
-        try:
-            text = f.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(f"{f}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-        passages.extend(chunk_document(f.stem, text))
+        passages.extend(chunk_document(f.stem, _read(f), source=str(f)))
     if not passages:
         raise InputError(f"{folder}: no passages (every file is empty or headings only)")
     return passages
 
 
 def load_kb(folder: str | Path) -> dict[str, str]:
-    """``{doc name: full text}`` of every ``*.md`` in ``folder`` (the form `rag.verify` takes)."""
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(Path(folder).glob("*.md"))}
+    """``{doc name: full text}`` of every ``*.md`` in ``folder`` (the form `rag.verify` takes), read as
+    ``utf-8-sig`` and normalised like the passages (`rag.io.normalise_text`)."""
+    return {p.stem: normalise_text(_read(p)) for p in sorted(Path(folder).glob("*.md"))}

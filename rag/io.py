@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -12,9 +14,29 @@ class InputError(ValueError):
     """Bad input: the message names the file and line (or the query id)."""
 
 
+# Hangul in any form: conjoining jamo, compatibility jamo, jamo extended A/B, syllables, half-width jamo.
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uffa0-\uffdc]")
+
+
+def normalise_text(text: str) -> str:
+    """The one Unicode normalisation applied to every text entering the system (KB passages and
+    documents, queries, a typed question), so that passages and queries compare equal however typed.
+
+    Rule: text holding any Hangul -> NFC; any other text -> NFKC. NFKC folds full-width forms
+    ("ｆｌｕ ｓｈｏｔ" -> "flu shot"), ligatures and decomposed accents (NFD "café" -> "café"); it leaves
+    composed Hangul syllables alone, but it rewrites compatibility jamo ("ㅋ" U+314B -> "ᄏ" U+110F) and
+    half-width jamo, so Korean text gets NFC, which only composes (NFD Hangul -> syllables) and keeps
+    already-NFC Korean text (KorQuAD) exactly as it is. A leading byte-order mark is dropped.
+    """
+    text = text.removeprefix("\ufeff")
+    form = "NFC" if _HANGUL.search(text) else "NFKC"
+    return text if unicodedata.is_normalized(form, text) else unicodedata.normalize(form, text)
+
+
 def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     """Read a JSON-lines file; blank lines are skipped.
 
+    Read as ``utf-8-sig``: a leading UTF-8 byte-order mark is dropped. Lines may end in CRLF.
     Raises InputError naming ``path:line`` for a missing file, invalid JSON, a row that is not an
     object, or a row lacking one of the ``required`` fields.
     """
@@ -24,7 +46,7 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     rows = []
     required = list(required)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     for n, line in enumerate(lines, 1):

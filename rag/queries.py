@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rag.io import InputError, read_jsonl
+from rag.io import InputError, normalise_text, read_jsonl
 from rag.rewrite import DEFAULT_RULES, RewriteRules, rewrite
 
 FIELDS = ("id", "asr", "context", "relevant", "answerable", "facts")
@@ -12,6 +12,8 @@ FIELDS = ("id", "asr", "context", "relevant", "answerable", "facts")
 def load_queries(path: str | Path) -> list[dict]:
     """Read a queries.jsonl (fields: id, asr, context, relevant, answerable, facts; ``spoken`` optional).
 
+    The file is read as ``utf-8-sig`` (a byte-order mark is dropped); ``asr``, ``spoken`` and ``facts`` are
+    Unicode-normalised as KB text is (`rag.io.normalise_text`).
     Raises InputError naming ``path:line`` for a missing field, a wrong type, a duplicate id, or a
     context that is not the id of an EARLIER query.
     """
@@ -38,6 +40,10 @@ def load_queries(path: str | Path) -> list[dict]:
         if row["answerable"] and not row["relevant"]:
             raise InputError(f"{where}: an answerable query needs at least one relevant document")
         seen.add(row["id"])
+        row["asr"] = normalise_text(row["asr"])
+        row["facts"] = [normalise_text(f) for f in row["facts"]]
+        if isinstance(row.get("spoken"), str):
+            row["spoken"] = normalise_text(row["spoken"])
     return rows
 
 
@@ -53,7 +59,7 @@ def check_against_kb(queries: list[dict], docs: set[str]) -> None:
 
 
 def _line_numbers(path: str | Path) -> list[int]:
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         return [n for n, line in enumerate(f, 1) if line.strip()]
 
 

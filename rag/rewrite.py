@@ -1,7 +1,8 @@
 """Turn a speech-recogniser transcript into a search query.
 
 Rules (all lists are data, set from params.yaml by the stages):
-1. lower-case, keep word characters only (apostrophes vanish: "sunday's" -> "sundays");
+1. Unicode-normalise (`rag.io.normalise_text`: NFKC, NFC for Hangul; full-width "ｆｌｕ" -> "flu"), lower-case,
+   keep word characters only (apostrophes vanish: "sunday's" -> "sundays");
 2. drop fillers (single words or phrases such as "o k");
 3. number words to digits as people say them (`rag.numbers`): "twenty four" -> "24", "a hundred and five" ->
    "105", "one eighty nine" -> "189", "nineteen ninety" -> "1990", a clock time as hour and minutes
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from rag import numbers
+from rag.io import normalise_text
 from rag.numbers import Number
 
 _NONWORD = re.compile(r"[^\w\s]|_")
@@ -78,6 +80,7 @@ DEFAULT_RULES = RewriteRules()
 
 
 def _words(text: str) -> list[str]:
+    text = normalise_text(text)
     return _NONWORD.sub(lambda m: "" if m.group() == "'" else " ", text.lower().replace("’", "'")).split()
 
 

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from rag.chunk import Passage, chunk_folder
+from rag.io import normalise_text
 from rag.retrieval import BM25Index, DenseIndex, Ranking, promote_exact_hit, rank, rrf_fuse, word_tokens
 
 DEFAULT_KB = Path(__file__).resolve().parent.parent / "fixtures" / "voice" / "kb"
@@ -128,6 +129,7 @@ class PassageIndex:
         list ranks first for a unique exact number of the query stays first, `rag.retrieval.promote_exact_hit`)."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
+        query = normalise_text(query)  # as the passages were (rag.chunk): "ｆｌｕ ｓｈｏｔ" finds "flu shot"
         if mode != "bm25" and query_vector is None:
             from rag.embed import get_embedder
 

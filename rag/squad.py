@@ -99,7 +99,7 @@ def _read_json(path: Path):
     if not path.is_file():
         raise InputError(f"{path}: file not found")
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:
             doc = json.load(f)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: invalid JSON at line {e.lineno} ({e.msg})") from None

@@ -27,7 +27,12 @@ REASONS = ("ok", "empty_answer", "source_none", "source_not_retrieved", "source_
            "wrong_day", "wrong_service", "yes_no_unsupported", "polarity")
 
 # The seed split on (?<=[.!?])\s+; requiring a capital or digit next keeps "9 a.m. to 1 p.m." whole.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'$])")
+# Candidate ends are . ! or ? then whitespace; `split_sentences` keeps one only before a capital (any script:
+# str.isupper, so "Él" and "Ä" count), a digit or an opening quote/dollar, and not after an abbreviation.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_STARTERS = frozenset("0123456789\"'$")
+# Words ending in a full stop that do not end a sentence even when a capital follows ("Dr. Anna Patel").
+ABBREVIATIONS: tuple[str, ...] = ("Dr.", "Mr.", "Mrs.", "Ms.", "St.", "e.g.", "i.e.", "etc.")
 _CLOCK = re.compile(r"\b(\d{1,2})[:.](\d{2})(?!\d)")
 _MERIDIEM = re.compile(r"(?:(?<=\d)|\b)([ap])\.?\s?m\b\.?", re.IGNORECASE)
 _TOKEN_TIME = re.compile(r"\b(\d+)(?:h(\d\d))?(?: (am|pm))?\b")
@@ -104,10 +109,22 @@ class VerifyRules:
 DEFAULT_VERIFY = VerifyRules()
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a document: headings dropped, whitespace folded, split after . ! or ? when a capital, digit or quote follows."""
-    body = " ".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    return [s for s in _SENTENCE_END.split(" ".join(body.split())) if s]
+def split_sentences(text: str, abbreviations: Sequence[str] = ABBREVIATIONS) -> list[str]:
+    """Sentences of a document: headings dropped, whitespace folded, split after . ! or ? when a capital
+    (any script), digit, quote or dollar follows, except after one of ``abbreviations`` (matched as the
+    whole last word, opening brackets and quotes ignored: "(e.g. Monday)" stays one sentence)."""
+    body = " ".join(line for line in text.lstrip("\ufeff").splitlines() if not line.lstrip().startswith("#"))
+    abbr = frozenset(abbreviations)
+    out: list[str] = []
+    for piece in _SENTENCE_END.split(" ".join(body.split())):
+        if not piece:
+            continue
+        if out and not (piece[0].isupper() or piece[0] in _STARTERS) or (
+                out and out[-1].rsplit(" ", 1)[-1].lstrip("([{\"'") in abbr):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
 
 
 def _times(text: str, rewrite_rules: RewriteRules) -> list[tuple[int, str | None, str | None]]:
