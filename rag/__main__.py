@@ -29,7 +29,9 @@ COMPARE_TABLES = ("metrics/ko/retrieval.md", "metrics/voice/compare.md")
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    parser = argparse.ArgumentParser(prog="rag", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rag", description=(
+        "Grounded answers to speech-recogniser transcripts from a knowledge base: run the voice chain on a KB and "
+        "a queries file (run), answer one question (ask), print the retrieval compare tables (compare)."))
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the voice chain on a KB folder and a queries file")
     run.add_argument("kb", help="folder of *.md files (# Title, paragraphs separated by blank lines)")
