@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             p["llm"]["url"] = args.llm_url
         if args.command == "ask":
             question = normalise_text(args.question)  # as KB text is: NFKC, NFC when it holds Hangul
+            if not question.strip():
+                raise InputError("the question is empty")
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
             return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p)
         result = run_chain(args.kb, args.queries, p)

@@ -92,9 +92,12 @@ def chunk_document(doc: str, text: str, max_tokens: int | None = None, source: s
 def _read(f: Path) -> str:
     """A KB file's text, read as ``utf-8-sig`` (a UTF-8 byte-order mark never reaches a passage)."""
     try:
-        return f.read_text(encoding="utf-8-sig")
+        text = f.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(f"{f}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if "\x00" in text:
+        raise InputError(f"{f}: not a text file (NUL byte at character {text.index(chr(0))})")
+    return text
 
 
 def chunk_folder(folder: str | Path) -> list[Passage]:

@@ -192,6 +192,18 @@ class AnswerScorer:
         self.design, self.min_score, self.meta = design, float(min_score), dict(meta or {})
         self.mean, self.scale = np.asarray(mean, float), np.asarray(scale, float)
         self.layers = [(np.asarray(w, float), np.asarray(b, float)) for w, b in layers]
+        n = len(FEATURES)
+        if self.mean.shape != (n,) or self.scale.shape != (n,) or not (np.isfinite(self.scale) & (self.scale > 0)).all():
+            raise ValueError(f"mean and scale must be {n} finite numbers, scale > 0")
+        if not self.layers or not np.isfinite(self.min_score) or not 0.0 <= self.min_score <= 1.0:
+            raise ValueError("a model needs at least one layer and a min_score in [0, 1]")
+        width = n
+        for i, (w, b) in enumerate(self.layers):
+            if w.ndim != 2 or w.shape[0] != width or b.shape != (w.shape[1],) or not np.isfinite(w).all():
+                raise ValueError(f"layer {i}: weights must be ({width}, k) finite numbers and biases (k,)")
+            width = w.shape[1]
+        if width != 1:
+            raise ValueError(f"the last layer must give one logit, gives {width}")
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """(n,) probabilities for an (n, len(FEATURES)) feature matrix."""
@@ -265,6 +277,8 @@ class CrossScorer:
 
     def __init__(self, onnx: str | Path, min_score: float, sha256: str | None = None, threads: int = 2,
                  max_tokens: int = 128):
+        if not 0.0 <= float(min_score) <= 1.0:
+            raise ValueError(f"min_score must be in [0, 1], got {min_score}")
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -305,7 +319,7 @@ class CrossScorer:
         try:
             m = json.loads(path.read_text(encoding="utf-8"))
             return cls(path.parent / m["onnx"], m["min_score"], m["sha256"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:  # RuntimeError: sha256, onnxruntime
             raise InputError(f"{path}: not a cross-encoder model ({e})") from None
 
 

@@ -25,7 +25,9 @@ class SentenceIndex:
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} sentences but {len(vectors)} vectors")
         self.rows = rows
-        self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1)
+        self.vectors = np.asarray(vectors, dtype=np.float32)
+        if self.vectors.ndim != 2:
+            self.vectors = self.vectors.reshape(len(rows), -1)
         self._by_doc: dict[str, list[int]] = {}
         self._texts: dict[str, str] | None = None
         self._stats = None

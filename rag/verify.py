@@ -282,7 +282,8 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
 
     answer: the sentence to be said; source: the cited doc name; retrieved: doc names given to
     the model; kb: ``{doc name: full text}``; query: the (rewritten) query, needed for the slot
-    and yes/no checks. reason is "ok" or one of `REASONS`.
+    and yes/no checks. reason is "ok" or one of `REASONS`; an answer with no number and no content word
+    (punctuation, a filler) other than a bare yes/no is ``empty_answer``.
     """
     if not answer or not answer.strip():
         return False, "empty_answer"
@@ -294,6 +295,8 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
         return False, "source_unknown"
     sentences = split_sentences(kb[source])
     claims = answer_claims(answer, rewrite_rules)
+    if not claims and not is_yes_no(answer, rules) and not _content(answer, rules):
+        return False, "empty_answer"  # no number, no content word ("...", "Oh."): nothing to check, nothing said
     if not claims <= number_facts(kb[source], rewrite_rules):
         return False, "number_not_in_source"
     candidates = [s for s in sentences if claims <= number_facts(s, rewrite_rules)]

@@ -140,3 +140,11 @@ def test_more_bad_inputs(small_kb, tmp_path, capsys):
     (small_kb / "kb-folder.md").mkdir()
     code, err = run_cli(["run", str(small_kb), str(queries)], capsys)
     assert code == 2 and "kb-folder.md: not a readable file" in err
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_ask_an_empty_question_exits_2(question, capsys):
+    from rag.__main__ import main
+
+    assert main(["ask", question]) == 2
+    assert "the question is empty" in capsys.readouterr().err

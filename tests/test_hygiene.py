@@ -133,3 +133,15 @@ def test_abbreviations_do_not_end_sentences():
     assert split_sentences("See (e.g. Dr. Lee) first. Then pay.") == ["See (e.g. Dr. Lee) first.", "Then pay."]
     assert split_sentences("We are closed. Él habla español.") == ["We are closed.", "Él habla español."]
     assert split_sentences("Dr. Lee is in.", abbreviations=()) == ["Dr.", "Lee is in."]
+
+
+def test_a_nul_byte_is_an_input_error_naming_the_file(tmp_path):
+    from rag.chunk import chunk_folder, load_kb
+    from rag.io import InputError
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "bin.md").write_bytes(b"Hello\x00 world. Bye.\n")
+    for read in (chunk_folder, load_kb):
+        with pytest.raises(InputError, match="bin.md: not a text file"):
+            read(kb)

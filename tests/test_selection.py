@@ -182,3 +182,29 @@ def test_clinic_questions_from_the_issue(params, question, said):
         assert "$" not in final["say"]
     else:
         assert (final["status"], final["say"]) == ("extractive", said)
+
+
+def test_bad_models_fail_at_load_naming_the_file(tmp_path):
+    good = json.loads((ROOT / "models" / "selection-linear.json").read_text())
+    bad = tmp_path / "selection-linear.json"
+    for change in ({"mean": [0.0, 1.0, 2.0]}, {"layers": []}, {"layers": [[[[1.0]], [0.0]]]},
+                   {"scale": [0.0] * len(selection.FEATURES)}, {"min_score": float("nan")}):
+        bad.write_text(json.dumps({**good, **change}))
+        with pytest.raises(InputError, match="selection-linear.json"):
+            selection.AnswerScorer.load(bad)
+    m = json.loads((ROOT / "models" / "selection-cross.json").read_text())
+    (tmp_path / "selection-cross.json").write_text(json.dumps(m))
+    (tmp_path / m["onnx"]).write_bytes((ROOT / "models" / m["onnx"]).read_bytes()[:1000])
+    with pytest.raises(InputError, match="sha256"):
+        selection.load_scorer("cross", tmp_path)
+
+
+def test_decide_refuses_when_no_retrieved_document_is_in_the_kb(clinic):
+    from rag.answer import AnswerSettings, decide
+
+    kb, _, emb = clinic
+    row = {"id": "x", "query": "how much is a flu shot", "retrieved": ["zz"], "gated": False, "error": None,
+           "answer": "It costs $30.", "source": "zz"}
+    for scorer in (None, selection.load_scorer("linear", ROOT / "models")):
+        out = decide(row, kb, emb.embed_one(row["query"]), AnswerSettings(), scorer=scorer)
+        assert (out["status"], out["reason"]) == ("refused", "source_unknown; no sentence agrees with the query")

@@ -156,3 +156,9 @@ def test_answers_with_content_keep_the_coverage_rule():
     assert verify("Yes, parking is free for patients.", "kb-parking", ALL, KB, "is parking free") == (True, "ok")
     assert verify("Yes, we accept personal checks.", "kb-billing", ALL, KB, CHECKS) == (False, "polarity")
     assert verify("Yes, we take checks.", "kb-parking", ALL, KB, CHECKS) == (False, "no_supporting_sentence")
+
+
+@pytest.mark.parametrize("answer", ["...", "?!", "Oh.", "\U0001F600"])
+def test_an_answer_with_nothing_in_it_is_empty(answer):
+    kb = {"d": "We are open from 9 a.m. to 5 p.m. on weekdays."}
+    assert verify(answer, "d", ["d"], kb, "when do you open") == (False, "empty_answer")
