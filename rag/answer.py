@@ -162,15 +162,24 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     if row["gated"]:
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
                 "reason": "below_tau"}
-    if sentences is None:
-        sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
-    fallback = extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode, settings.hybrid,
-                          scorer)
+    picked: list = []
+
+    def pick() -> Extract | None:
+        """The extractive pick, made once and only when needed (a verified LLM answer without a scorer needs none)."""
+        nonlocal sentences
+        if not picked:
+            if sentences is None:
+                sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
+            picked.append(extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
+                                     settings.hybrid, scorer))
+        return picked[0]
+
     if row["error"]:
         reason = f"llm_{row['error']}"
     else:
         ok, reason = verify(row["answer"], row["source"], row["retrieved"], kb, row["query"], rules)
         if ok and scorer is not None:
+            fallback = pick()
             score = answer_score(row["answer"], row["source"], row["query"], vector, row["retrieved"], sentences,
                                  scorer, rules)
             if score < scorer.min_score:
@@ -180,6 +189,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
         if ok:
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
                     "reason": "verified"}
+    fallback = pick()
     if fallback is None:
         why = "no sentence agrees with the query"
     elif scorer is None and fallback.cosine < settings.min_sentence_cosine:

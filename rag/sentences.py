@@ -31,6 +31,7 @@ class SentenceIndex:
         self._by_doc: dict[str, list[int]] = {}
         self._texts: dict[str, str] | None = None
         self._stats = None
+        self._before: dict[tuple[str, str], str] | None = None
         for i, (doc, _, _) in enumerate(rows):
             self._by_doc.setdefault(doc, []).append(i)
 
@@ -65,12 +66,11 @@ class SentenceIndex:
     def contexts(self, candidates) -> list[str]:
         """For each ``(sentence, doc, ...)`` candidate, the sentence before it in its document ("" for the first
         sentence, or for text that is not one of the document's sentences)."""
-        out = []
-        for sentence, doc, *_ in candidates:
-            own = [s for s, _ in self.of(doc)]
-            i = own.index(sentence) if sentence in own else 0
-            out.append(own[i - 1] if i > 0 else "")
-        return out
+        if self._before is None:  # (doc, sentence) -> the sentence before it; the first occurrence wins
+            self._before = {}
+            for i, (doc, pos, s) in enumerate(self.rows):
+                self._before.setdefault((doc, s), self.rows[i - 1][2] if pos > 0 else "")
+        return [self._before.get((doc, sentence), "") for sentence, doc, *_ in candidates]
 
     def of(self, doc: str) -> list[tuple[str, np.ndarray]]:
         """``(sentence, (384,) vector)`` of ``doc`` in order; [] for a document with none or not indexed."""
