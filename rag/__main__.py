@@ -1,17 +1,11 @@
-"""Command line: ``python -m rag run KB_FOLDER QUERIES.jsonl [--params params.yaml]``.
+"""Command line: ``rag run KB_FOLDER QUERIES.jsonl``, ``rag ask "question" [--kb KB_FOLDER]``, ``rag compare``.
 
-Runs evaluate -> threshold -> answer -> final (the same code as the DVC stages) on any KB
-folder of Markdown files and queries file, and prints the metrics as JSON. Bad input exits 2
-with one line naming the file and line.
-
-``python -m rag ask "질문" [--track ko|voice]``: answer one question (track detected by Hangul
-characters when not given) and print the answer, its citations and the retrieved passages.
-Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, prompt ``ko_gen.cli_prompt``,
-``ko_gen.cli_top_k`` passages, `rag.ko_answer`. Voice: the clinic KB (fixtures/voice/kb, indexed with
-params' hybrid config), the gate of ``abstain.signal`` with tau from metrics/voice/threshold.json
-(0 if absent), `rag.answer`.
-``python -m rag compare``: print the retrieval compare tables (metrics/ko/retrieval.md,
-metrics/voice/compare.md) that exist.
+``run`` answers every question of a queries file (only ``id`` and ``asr`` needed) from a folder of Markdown
+files with the shipped gate (models/gate.json, fitted on the clinic fixture); labelled questions also get the
+metrics, and ``--fit-gate`` refits the gate on them instead (in-sample). ``ask`` answers one question (Korean
+or English; the track is detected by Hangul characters when not given) and shows the evidence. The KB is
+embedded once and cached by content hash (`rag.kb_cache`). Bad input exits 2 with one line naming the file and
+line. Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, `rag.ko_answer`.
 """
 from __future__ import annotations
 
@@ -24,52 +18,79 @@ import sys
 from pathlib import Path
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: params.yaml, models/, fixtures/
 COMPARE_TABLES = ("metrics/ko/retrieval.md", "metrics/voice/compare.md")
+PATH_KEYS = (("select", "model_dir"), ("ko", "data_dir"))  # params paths, relative to the params file's folder
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag", description=(
+        "Grounded answers to speech-recogniser transcripts from a knowledge base: answer a queries file (run) or "
+        "one question (ask) from a folder of Markdown files, print the retrieval compare tables (compare)."))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(sp):
+        sp.add_argument("--params", default=str(ROOT / "params.yaml"),
+                        help="params file; relative paths inside it are relative to its folder (default: the "
+                             "project's params.yaml)")
+        sp.add_argument("--llm-url", help="use this OpenAI-compatible server instead of starting the packaged one")
+        sp.add_argument("--gate", default=str(ROOT / "models" / "gate.json"),
+                        help="the gate file to apply (default: the shipped models/gate.json)")
+        sp.add_argument("--cache-dir", help="where embedded KBs are kept (default: $RAG_CACHE_DIR or "
+                                            "~/.cache/voice-rag)")
+        sp.add_argument("--explain", action="store_true",
+                        help="also show the rewritten query, retrieved documents with scores, gate score vs tau")
+        sp.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
+
+    run = sub.add_parser("run", help="answer every question of a queries file from a KB folder",
+                         description="Statuses: llm = the model's answer, verified against the cited document; "
+                                     "extractive = a KB sentence said instead (the reason says why); refused = the "
+                                     "caller is transferred (gate score under tau, or nothing verifiable to say).")
+    run.add_argument("kb", help="folder of *.md files (# Title, paragraphs separated by blank lines)")
+    run.add_argument("queries", help="queries.jsonl: id, asr required; context (an earlier id) optional; labels "
+                                     "relevant, answerable, facts optional (then metrics are printed)")
+    run.add_argument("--fit-gate", action="store_true",
+                     help="refit the gate on these labelled questions instead of applying the shipped one "
+                          "(in-sample: its refusal numbers are optimistic)")
+    common(run)
+    ask_p = sub.add_parser("ask", help="answer one question (Korean or English) and show the evidence")
+    ask_p.add_argument("question")
+    ask_p.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
+                       help="folder of *.md files (default: the clinic KB)")
+    ask_p.add_argument("--context", help="the previous question, for a follow-up (\"and on sunday?\")")
+    ask_p.add_argument("--track", choices=("ko", "voice"), help="default: ko if the question has Hangul")
+    common(ask_p)
+    sub.add_parser("compare", help="print the retrieval compare tables")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    parser = argparse.ArgumentParser(prog="rag", description=(
-        "Grounded answers to speech-recogniser transcripts from a knowledge base: run the voice chain on a KB and "
-        "a queries file (run), answer one question (ask), print the retrieval compare tables (compare)."))
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the voice chain on a KB folder and a queries file")
-    run.add_argument("kb", help="folder of *.md files (# Title, paragraphs separated by blank lines)")
-    run.add_argument("queries", help="queries.jsonl (id, asr, context, relevant, answerable, facts)")
-    run.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    run.add_argument("--llm-url", help="use this OpenAI-compatible server instead of starting one")
-    run.add_argument("--answers", action="store_true", help="also print what is said for each query")
-    ask_p = sub.add_parser("ask", help="answer one question (Korean or English) and show the evidence")
-    ask_p.add_argument("question")
-    ask_p.add_argument("--track", choices=("ko", "voice"), help="default: ko if the question has Hangul")
-    ask_p.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
-    ask_p.add_argument("--llm-url", help="use this OpenAI-compatible server instead of starting one")
-    sub.add_parser("compare", help="print the retrieval compare tables")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     if args.command == "compare":
         return _compare()
 
-    from rag.gate import ThresholdError
+    from rag.gate import GateMismatch, ThresholdError
     from rag.io import InputError, normalise_text, read_params
-    from rag.pipeline import run_chain
 
     # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        p = read_params(args.params)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
+        p = _with_paths(read_params(args.params), Path(args.params).resolve().parent)
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
+            _warn_if_down(args.llm_url)
         if args.command == "ask":
             question = normalise_text(args.question)  # as KB text is: NFKC, NFC when it holds Hangul
             if not question.strip():
                 raise InputError("the question is empty")
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
-            return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p)
-        result = run_chain(args.kb, args.queries, p)
+            return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p, args)
+        return _run(p, args)
+    except GateMismatch as e:
+        print(f"error: {args.gate}: {e} (fit one for these settings: `rag run KB QUERIES --fit-gate` on labelled "
+              "questions, or `dvc repro threshold`)", file=sys.stderr)
+        return 2
     except (InputError, ThresholdError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -79,10 +100,77 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as e:
         print(f"error: {args.params}: bad value ({e})", file=sys.stderr)
         return 2
-    if not args.answers:
-        result.pop("answers")
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+def _with_paths(p: dict, base: Path) -> dict:
+    """``p`` with the relative paths of `PATH_KEYS` made relative to ``base`` (the params file's folder), so
+    the CLI works from any directory."""
+    for section, key in PATH_KEYS:
+        if isinstance(p.get(section), dict) and isinstance(p[section].get(key), str):
+            p[section][key] = str(base / p[section][key])
+    return p
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _warn_if_down(url: str) -> None:
+    """One line on stderr when nothing answers at ``url`` (every answer will then be the extractive fallback)."""
+    from rag.llm import reachable
+
+    why = reachable(url)
+    if why:
+        _warn(f"the LLM at {url} does not answer ({why}); every answer will be a verified KB sentence or a refusal")
+
+
+def _gate(args):
+    from rag.gate import Gate
+
+    return None if getattr(args, "fit_gate", False) else Gate.load(args.gate)
+
+
+def _run(p: dict, args) -> int:
+    from rag.pipeline import run_chain
+
+    if args.fit_gate:
+        print(f"fitting the gate on the labels of {args.queries} (in-sample; the shipped gate is not used)",
+              file=sys.stderr)
+    result = run_chain(args.kb, args.queries, p, _gate(args), args.cache_dir, progress=True, warn=_warn)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    g = result["gate"]
+    print(f"KB {args.kb}: {result['kb']['passages']} passages ({'cached' if result['kb']['cached'] else 'embedded'}); "
+          f"gate {g['signal']}, tau {g['tau']:.3f} ({g['source']})")
+    for row in result["answers"]:
+        print(f"\n[{row['id']}] {row['asr']}\n  {row['status']}: {row['say']}")
+        if args.explain:
+            _explain(row)
+    print("\n" + _summary(result))
     return 0
+
+
+def _explain(row: dict) -> None:
+    verdict = "refuse" if row["gate_score"] < row["tau"] else "answer"
+    print(f"  query: {row['query']}\n  retrieved: " + ", ".join(f"{d} {s:.3f}" for d, s in row["retrieved"])
+          + f"\n  gate: {row['gate_score']:.3f} vs tau {row['tau']:.3f} -> {verdict}"
+          + f"\n  source: {row['source']}; reason: {row['reason']}"
+          + (f"; llm error: {row['llm_error']}" if row["llm_error"] else ""))
+
+
+def _summary(result: dict) -> str:
+    f = result["final"]
+    lines = [f"{f['n_queries']} questions: {f['n_llm']} llm, {f['n_extractive']} extractive, {f['n_refused']} refused"]
+    if f["reasons"]:
+        lines.append("reasons: " + ", ".join(f"{k} {v}" for k, v in f["reasons"].items()))
+    if "factual_accuracy" in f:
+        r = result["retrieval"]["rewritten"]
+        lines.append(f"factual accuracy {f['factual_accuracy']:.3f}, grounded wrong said {f['grounded_wrong_said']}, "
+                     f"unsupported said {f['unsupported_said']}, refusal precision {f['refusal_precision']:.3f} / "
+                     f"recall {f['refusal_recall']:.3f}, answerable refused {f['answerable_refused']}; "
+                     f"recall@1 {r['recall_at_1']:.3f}, recall@3 {r['recall_at_3']:.3f}")
+    return "\n".join(lines)
 
 
 def _compare() -> int:
@@ -124,25 +212,32 @@ def _ask_ko(question: str, p: dict) -> int:
     return 0
 
 
-def _ask_voice(question: str, p: dict) -> int:
-    """The voice answer path for one typed question (`rag.pipeline.answer_question` on the clinic KB, tau from
-    metrics/voice/threshold.json), printed."""
-    from rag.pipeline import answer_question, llm_url
+def _ask_voice(question: str, p: dict, args) -> int:
+    """One typed question through the voice turn (`rag.pipeline.answer_question`) on ``--kb`` with the shipped
+    gate; the KB comes from the cache when it was embedded before."""
+    from rag import config
+    from rag.kb_cache import open_kb
+    from rag.pipeline import answer_question, check_gate, llm_url
 
-    tau_file = Path("metrics/voice/threshold.json")
-    if not tau_file.is_file():
-        from rag.io import InputError
-
-        raise InputError(f"{tau_file}: not found; the voice gate needs tau (run dvc repro from the repo root)")
-    tau = json.loads(tau_file.read_text(encoding="utf-8"))["tau"]
-    with llm_url(p) as url:
-        final, row, score, kb = answer_question(question, p, tau, url)
-    signal = p["abstain"]["signal"]
-    print(f"answer: {final['say']}")
-    print(f"source: {final['source']}")
-    print(f"status: {final['status']} ({final['reason']}); gate {signal} {score:.3f}, tau {tau:.3f}")
-    for doc in row["retrieved"]:
-        print(f"\n[{doc}]\n{kb[doc]}")
+    gate = _gate(args)
+    config.check(p)
+    check_gate(gate, p)
+    kb = open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True)
+    with llm_url(p, _warn) as url:
+        final, row = answer_question(question, p, gate, url, kb, args.context)
+    out = {"question": question, "context": args.context, "query": row["query"],
+           "retrieved": [[d, s] for d, s in zip(row["retrieved"], row["retrieved_scores"])],
+           "gate_score": row["score"], "tau": gate.tau, "signal": gate.signal, "kb_cached": kb.cached,
+           "status": final["status"], "reason": final["reason"], "say": final["say"], "source": final["source"],
+           "llm_error": row["error"]}
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    print(f"answer: {out['say']}\nsource: {out['source']}\nstatus: {out['status']} ({out['reason']})")
+    if args.explain:
+        _explain(out)
+        for doc in row["retrieved"]:
+            print(f"\n[{doc}]\n{kb.docs[doc]}")
     return 0
 
 

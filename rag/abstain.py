@@ -7,6 +7,7 @@ a logistic regression over all of them. Pure library: the caller passes params (
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -73,32 +74,63 @@ def features(index: PassageIndex, texts: Mapping[str, str], vectors: Mapping[str
     return out
 
 
-def fit_combined(rows: Sequence[Mapping[str, float]], labels: Sequence[bool], random_state: int = 0):
-    """Standardise the `SIGNALS` columns, then fit an L2 logistic regression (C=1) predicting
-    answerable, on exactly ``rows`` (one feature dict per question). Returns the sklearn pipeline."""
+@dataclass(frozen=True)
+class CombinedModel:
+    """The ``combined`` signal: standardise the `SIGNALS` columns (``mean``, ``scale``: 5 floats each), then
+    P(answerable) = sigmoid(coef . z + intercept) (L2 logistic regression, sklearn's). Plain numbers, so the
+    model ships as JSON (models/gate.json) and applies with numpy alone."""
+
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+
+    def __post_init__(self):
+        for name in ("mean", "scale", "coef"):
+            if len(getattr(self, name)) != len(SIGNALS):
+                raise ValueError(f"combined model: {name} has {len(getattr(self, name))} values, expected "
+                                 f"{len(SIGNALS)} ({', '.join(SIGNALS)})")
+
+    def predict(self, rows: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+        """``{query_id: P(answerable)}`` in [0, 1] for `features` rows."""
+        ids = list(rows)
+        X = np.array([[rows[q][s] for s in SIGNALS] for q in ids], dtype=np.float64).reshape(len(ids), len(SIGNALS))
+        z = (X - np.array(self.mean)) / np.array(self.scale)
+        p = 1.0 / (1.0 + np.exp(-(z @ np.array(self.coef) + self.intercept)))
+        return dict(zip(ids, (float(x) for x in p)))
+
+    def to_dict(self) -> dict:
+        """The model as JSON-ready numbers (keys mean, scale, coef, intercept)."""
+        return {"mean": list(self.mean), "scale": list(self.scale), "coef": list(self.coef),
+                "intercept": self.intercept}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "CombinedModel":
+        """Inverse of `to_dict`; raises ValueError/KeyError/TypeError for a wrong shape."""
+        return cls(tuple(float(x) for x in d["mean"]), tuple(float(x) for x in d["scale"]),
+                   tuple(float(x) for x in d["coef"]), float(d["intercept"]))
+
+
+def fit_combined(rows: Sequence[Mapping[str, float]], labels: Sequence[bool], random_state: int = 0) -> CombinedModel:
+    """Standardise the `SIGNALS` columns, then fit an L2 logistic regression (C=1, sklearn) predicting
+    answerable, on exactly ``rows`` (one feature dict per question)."""
     from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     X = np.array([[r[s] for s in SIGNALS] for r in rows], dtype=np.float64)
-    model = make_pipeline(StandardScaler(), LogisticRegression(random_state=random_state))
-    return model.fit(X, np.asarray(labels, dtype=bool))
+    scaler = StandardScaler().fit(X)
+    lr = LogisticRegression(random_state=random_state).fit(scaler.transform(X), np.asarray(labels, dtype=bool))
+    return CombinedModel(tuple(float(x) for x in scaler.mean_), tuple(float(x) for x in scaler.scale_),
+                         tuple(float(x) for x in lr.coef_[0]), float(lr.intercept_[0]))
 
 
-def combined(model, rows: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """``{query_id: P(answerable)}`` from a `fit_combined` model."""
-    ids = list(rows)
-    X = np.array([[rows[q][s] for s in SIGNALS] for q in ids], dtype=np.float64)
-    return dict(zip(ids, (float(p) for p in model.predict_proba(X)[:, 1])))
-
-
-def signal_scores(signal: str, rows: Mapping[str, Mapping[str, float]], model=None) -> dict[str, float]:
+def signal_scores(signal: str, rows: Mapping[str, Mapping[str, float]], model: CombinedModel | None = None) -> dict[str, float]:
     """``{query_id: score}`` of one signal from `features` rows; ``combined`` needs a `fit_combined`
     model. Raises ValueError for an unknown signal."""
     if signal == "combined":
         if model is None:
             raise ValueError("the combined signal needs a model fitted with fit_combined")
-        return combined(model, rows)
+        return model.predict(rows)
     if signal not in SIGNALS:
         raise ValueError(f"unknown abstention signal {signal!r}; expected one of {ALL_SIGNALS}")
     return {q: float(r[signal]) for q, r in rows.items()}

@@ -47,10 +47,14 @@ class AnswerSettings:
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
-    """Top-k passages (as indices) in the configured mode and the retrieved doc names, no duplicates."""
+    """``(passages, docs, doc_scores)``: the top-k passages in the configured mode, their document names (no
+    duplicates, best first) and each document's best passage score in that mode (cosine, BM25 or RRF)."""
     ranking = index.ranking(query, settings.mode, vector)[:settings.k]
     passages = [index.passages[i] for i, _ in ranking]
-    return passages, list(dict.fromkeys(p.doc for p in passages))
+    best: dict[str, float] = {}
+    for i, score in ranking:
+        best.setdefault(index.passages[i].doc, float(score))
+    return passages, list(best), list(best.values())
 
 
 def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: AnswerSettings,
@@ -210,8 +214,9 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     score: the abstention signal compared with tau. url None means no server could be started:
     the row carries error "unreachable".
     """
-    passages, docs = retrieve(index, query, vector, settings)
-    row = {"id": qid, "query": query, "retrieved": docs, "score": round(score, 6),
+    passages, docs, doc_scores = retrieve(index, query, vector, settings)
+    row = {"id": qid, "query": query, "retrieved": docs, "retrieved_scores": [round(s, 6) for s in doc_scores],
+           "score": round(score, 6),
            "gated": score < settings.tau, "answer": None, "source": None, "error": None,
            "detail": "", "first_token_ms": None, "total_ms": None, "timings": None}
     if row["gated"]:

@@ -79,6 +79,18 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         phonetic_ngram=num("phonetic_ngram", int))
 
 
+def gate_retrieval(p: Mapping) -> dict:
+    """The ``p["retrieval"]`` settings the gate's signals depend on (`rag.abstain.features`: BM25 tokenizer and
+    floor, RRF k, depth and weights; coverage's stopwords), recorded in and checked against a shipped gate."""
+    import hashlib
+
+    h = hybrid_config(p)
+    stop = sorted(words(p, "retrieval", "stopwords"))
+    return {"rrf_k": h.rrf_k, "depth": h.depth, "weights": list(h.weights), "use_stopwords": bool(h.stopwords),
+            "stopwords_sha256": hashlib.sha256("\n".join(stop).encode()).hexdigest()[:16],
+            "min_token_len": h.min_token_len, "bm25_floor": h.bm25_floor}
+
+
 def verify_rules(p: Mapping) -> VerifyRules:
     """``p["verify"]``: slots, groups, negations, answer_types, function_words, min_coverage."""
     v = p["verify"]

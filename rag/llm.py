@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import requests
@@ -226,3 +226,13 @@ def _done(reply: LLMReply, start: float) -> LLMReply:
     if reply.error:
         reply.answer = reply.source = reply.citations = None
     return reply
+
+
+def reachable(url: str, timeout_s: float = 2.0) -> str | None:
+    """None when an HTTP server answers at ``url`` (GET /v1/models, any status), else why not, in a few words
+    (the exception's name: ConnectionError, ReadTimeout...)."""
+    try:
+        requests.get(url.rstrip("/") + "/v1/models", timeout=timeout_s)
+    except requests.RequestException as e:
+        return type(e).__name__
+    return None

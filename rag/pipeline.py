@@ -1,72 +1,54 @@
 """The voice chain as steps: evaluate -> threshold -> answer -> final.
 
-The DVC stages call one step each (with files in between); `run_chain` calls them all in memory
-for the CLI, on any KB folder and queries file. ``p`` is a params mapping shaped like params.yaml.
+The DVC stages call one step each (with files in between); `run_chain` calls them in memory for the CLI, on
+any KB folder and queries file, with the shipped gate (models/gate.json) or one fitted on the queries' labels. ``p`` is a params mapping shaped like params.yaml.
 """
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
 from rag import config
 from rag.answer import answer_row, decide
-from rag.chunk import load_kb
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
-from rag.gate import ThresholdError, choose_tau
-from rag.queries import check_against_kb, load_queries, raw_queries, rewrite_queries
-from rag.scoring import final_metrics
+from rag.gate import Gate, fit_gate
+from rag.io import InputError
+from rag.queries import check_against_kb, is_labelled, load_queries, raw_queries, rewrite_queries
+from rag.scoring import final_metrics, status_counts
 from rag.search import PassageIndex
 from rag.selection import AnswerScorer, load_scorer
 from rag.sentences import SentenceIndex
 
+if TYPE_CHECKING:
+    from rag.kb_cache import KnowledgeBase
 
-def gate_scores(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str, str],
-                vectors: Mapping[str, np.ndarray], p: Mapping) -> dict[str, float]:
-    """``{query_id: abstention score}`` of the signal ``abstain.signal`` (higher = more answerable).
 
-    ``combined`` is a logistic model over all signals, fitted on ``queries`` (their ``answerable``
-    labels), the same questions tau is fitted on; see `rag.abstain`. Raises ThresholdError when the
-    labels hold one class only.
-    """
+def question_signals(index: PassageIndex, texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],
+                     p: Mapping) -> dict[str, dict[str, float]]:
+    """``{query_id: {signal: value}}``: every abstention signal of `rag.abstain.features` (rounded to 6
+    decimals), the gate's input; ``vectors``: ``{query_id: (384,) unit vector}`` of ``texts``."""
     from rag import abstain
 
     feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
-    model = _gate_model(feats, queries, p)
-    return {q: round(s, 6) for q, s in abstain.signal_scores(p["abstain"]["signal"], feats, model).items()}
+    return {q: {k: round(v, 6) for k, v in f.items()} for q, f in feats.items()}
 
 
-def _gate_model(feats: Mapping[str, Mapping[str, float]], queries: Sequence[dict], p: Mapping):
-    """The `rag.abstain.fit_combined` model on ``feats`` and the queries' labels (None unless
-    ``abstain.signal`` is combined). Raises ThresholdError when the labels hold one class only."""
-    from rag import abstain
+def check_gate(gate: Gate, p: Mapping) -> None:
+    """Raise `rag.gate.GateMismatch` unless ``gate`` was fitted for ``p``'s signal, this embedder and ``p``'s
+    retrieval settings."""
+    from rag.embed import embedder_id
 
-    if p["abstain"]["signal"] != "combined":
-        return None
-    ids = list(feats)
-    labels = {q["id"]: q["answerable"] for q in queries}
-    if len({labels[q] for q in ids}) < 2:
-        raise ThresholdError("the combined abstention signal is fitted on the questions' labels: "
-                             "it needs answerable and unanswerable questions")
-    return abstain.fit_combined([feats[q] for q in ids], [labels[q] for q in ids], int(p["abstain"]["seed"]))
+    gate.check(p["abstain"]["signal"], embedder_id(), config.gate_retrieval(p))
 
 
-def fit_gate(index: PassageIndex, queries: Sequence[dict], texts: Mapping[str, str],
-             vectors: Mapping[str, np.ndarray], p: Mapping, apply_to: PassageIndex | None = None):
-    """The gate as a function ``(query, (384,) unit vector) -> score`` (one question at a time, as a turn needs
-    it), with the model of `gate_scores` fitted on ``queries`` searched in ``index``, applied to questions
-    searched in ``apply_to`` (default ``index``; another KB gets the gate shipped from this one). Raises
-    ThresholdError as `gate_scores` does."""
-    from rag import abstain
-
-    stop = p["retrieval"]["stopwords"] or ()
-    model = _gate_model(abstain.features(index, texts, vectors, stop), queries, p)
-
+def gate_function(gate: Gate, index: PassageIndex, p: Mapping) -> Callable[[str, np.ndarray], float]:
+    """The gate as ``(query, (384,) unit vector) -> score`` on ``index`` (one question at a time, as a turn
+    needs it)."""
     def score(query: str, vector: np.ndarray) -> float:
-        feats = abstain.features(apply_to or index, {"q": query}, {"q": vector}, stop)
-        return abstain.signal_scores(p["abstain"]["signal"], feats, model)["q"]
+        return gate.scores(question_signals(index, {"q": query}, {"q": vector}, p))["q"]
     return score
 
 
@@ -79,7 +61,7 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping) -> t
     Raises InputError (`rag.queries.check_against_kb`) for gold names not in the KB or no
     answerable query. Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, top1, score}``,
     metrics ``{"mode": ..., "raw": {recall_at_1, recall_at_3, mrr_at_10}, "rewritten": {...}}``); ``raw_score`` / ``top1`` are the raw and
-    rewritten top-1 cosines, ``score`` is the gate's signal (`gate_scores`) of the rewritten query.
+    rewritten top-1 cosines, ``signals`` the rewritten query's abstention signals (`question_signals`).
     """
     check_against_kb(queries, {x.doc for x in index.passages})
     mode = p["retrieval"]["mode"]
@@ -99,23 +81,28 @@ def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping) -> t
             rows[qid]["raw_top" if form == "raw" else "top"] = [d for d, _ in runs[qid][:3]]
             rows[qid]["raw_score" if form == "raw" else "top1"] = round(cos, 6)
         if form == "rewritten":
-            for qid, score in gate_scores(index, queries, texts, vectors, p).items():
-                rows[qid]["score"] = score
+            for qid, sig in question_signals(index, texts, vectors, p).items():
+                rows[qid]["signals"] = sig
     return list(rows.values()), metrics
 
 
-def step_threshold(per_query: Sequence[dict], p: Mapping) -> dict:
-    """Fit tau on the rewritten queries' gate scores (see `rag.gate.choose_tau`)."""
-    return choose_tau({r["id"]: r["score"] for r in per_query},
-                      {r["id"]: r["answerable"] for r in per_query}, p["threshold"]["policy"],
-                      float(p["threshold"]["epsilon"]))
+def step_threshold(per_query: Sequence[dict], p: Mapping, fitted_on: Mapping) -> tuple[Gate, dict]:
+    """Fit the gate (``abstain.signal``; its model and tau) on the rewritten queries' ``signals`` and labels
+    (`rag.gate.fit_gate`, ``threshold.policy`` / ``epsilon``). ``fitted_on``: what to record as the data (KB,
+    queries file). Returns ``(gate, report)``; raises ThresholdError as `rag.gate.fit_gate` does."""
+    from rag.embed import embedder_id
+
+    t = p["threshold"]
+    return fit_gate({r["id"]: r["signals"] for r in per_query}, {r["id"]: r["answerable"] for r in per_query},
+                    p["abstain"]["signal"], t["policy"], float(t["epsilon"]), int(p["abstain"]["seed"]),
+                    embedder_id(), config.gate_retrieval(p), fitted_on)
 
 
 @contextlib.contextmanager
-def llm_url(p: Mapping):
+def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
     """Yield the LLM base URL: ``llm.url`` if set, else a local llama.cpp server started here and
-    stopped (by PID) on exit, errors included. Yields None when the local server fails to start,
-    so the answer step falls back instead of crashing."""
+    stopped (by PID) on exit, errors included. Yields None when the local server fails to start (and says why
+    through ``warn``), so the answer step falls back instead of crashing."""
     if p["llm"]["url"]:
         yield p["llm"]["url"]
         return
@@ -124,7 +111,10 @@ def llm_url(p: Mapping):
     server = LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(p["llm"]["threads"]))
     try:
         server.start()
-    except (RuntimeError, FileNotFoundError):
+    except (RuntimeError, FileNotFoundError) as e:
+        if warn:
+            warn(f"the packaged LLM server did not start ({e}); every answer will be a verified KB sentence or a "
+                 "refusal")
         yield None
         return
     try:
@@ -134,27 +124,30 @@ def llm_url(p: Mapping):
 
 
 def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
-                tau: float, url: str | None, scores: Mapping[str, float]) -> list[dict]:
-    """answers.jsonl rows for every query (see `rag.answer.answer_row`); ``scores`` are the gate
-    scores of `step_evaluate` (``{query_id: score}``), compared with ``tau``."""
+                tau: float, url: str | None, scores: Mapping[str, float], progress: bool = False) -> list[dict]:
+    """answers.jsonl rows for every query (see `rag.answer.answer_row`); ``scores`` are the gate scores
+    (``{query_id: score}``), compared with ``tau``. ``progress``: a tqdm bar on stderr, one step per query."""
+    from tqdm import tqdm
+
     settings = config.answer_settings(p, tau)
     rewritten = rewrite_queries(queries, config.rewrite_rules(p, index.passages))
     vectors = embed_texts(rewritten)
     return [answer_row(qid, rewritten[qid], index, vectors[qid], scores[qid], settings, kb, url)
-            for qid in rewritten]
+            for qid in tqdm(rewritten, desc="answering", unit="q", disable=not progress, leave=False, delay=1.0)]
 
 
 def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
                tau: float, sentences: SentenceIndex | None = None,
                scorer: AnswerScorer | None = None) -> tuple[list[dict], dict]:
-    """Verify or replace every answer; returns (final.jsonl rows, final metrics). ``sentences``: the KB's
+    """Verify or replace every answer; returns (final.jsonl rows, final metrics; for unlabelled queries only the
+    status and reason counts, `rag.scoring.status_counts`). ``sentences``: the KB's
     precomputed `SentenceIndex` (the embed_sentences stage's); None builds it from ``kb`` here, once.
     ``scorer``: the learned answer selection (`rag.answer.decide`); None: the table-driven pick."""
     settings, rules = config.answer_settings(p, tau), config.verify_rules(p)
     sentences = sentences or SentenceIndex.build(kb)
     vectors = embed_texts({a["id"]: a["query"] for a in answers})
     rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences, scorer) for a in answers]
-    return rows, final_metrics(queries, rows, kb)
+    return rows, final_metrics(queries, rows, kb) if is_labelled(queries) else status_counts(rows)
 
 
 def latency_metrics(answers: Sequence[dict]) -> dict:
@@ -164,47 +157,70 @@ def latency_metrics(answers: Sequence[dict]) -> dict:
     return {key: summary([a[key] for a in answers if a.get(key) is not None]) for key in ("first_token_ms", "total_ms")}
 
 
-def answer_question(question: str, p: Mapping, tau: float, url: str | None) -> tuple[dict, dict, float, dict]:
-    """One typed question on the clinic KB (``fixtures/voice/kb``) the way a turn runs: rewrite, gate
-    (``abstain.signal``; the combined model fitted on the clinic fixture ``voice.queries``), retrieve, ask the LLM
-    at ``url`` (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of
-    `rag.answer.decide`, the answer row, the gate score, {doc: text})``."""
-    from rag import abstain
+def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
+                    context: str | None = None) -> tuple[dict, dict]:
+    """One typed question on ``kb`` the way a turn runs: rewrite (a follow-up against ``context``, the previous
+    question, itself rewritten first), retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
+    (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.answer.decide`,
+    the answer row of `rag.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``."""
     from rag.rewrite import rewrite
-    from rag.search import DEFAULT_KB
 
-    settings = config.answer_settings(p, tau)
-    index, kb = PassageIndex.from_folder(DEFAULT_KB, config.hybrid_config(p)), load_kb(DEFAULT_KB)
-    rules = config.rewrite_rules(p, index.passages)
-    fixture = load_queries(p["voice"]["queries"])
-    texts = {**rewrite_queries(fixture, rules), "cli": rewrite(question, None, rules)}
-    vectors = embed_texts(texts)
-    feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
-    signal = p["abstain"]["signal"]
-    model = abstain.fit_combined([feats[q["id"]] for q in fixture], [q["answerable"] for q in fixture],
-                                 int(p["abstain"]["seed"])) if signal == "combined" else None
-    score = abstain.signal_scores(signal, {"cli": feats["cli"]}, model)["cli"]
-    row = answer_row("cli", texts["cli"], index, vectors["cli"], score, settings, kb, url)
+    settings = config.answer_settings(p, gate.tau)
+    rules = config.rewrite_rules(p, kb.index.passages)
+    text = rewrite(question, rewrite(context, None, rules) if context else None, rules)
+    vector = embed_texts({"q": text})["q"]
+    score = gate_function(gate, kb.index, p)(text, vector)
+    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url)
     scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
-    return decide(row, kb, vectors["cli"], settings, config.verify_rules(p), scorer=scorer), row, score, kb
+    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer), row
 
 
-def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping) -> dict:
-    """evaluate -> threshold -> answer -> final on any KB folder and queries file; all metrics.
+def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate: Gate | None,
+              cache_dir: str | Path | None = None, progress: bool = False,
+              warn: Callable[[str], None] | None = None) -> dict:
+    """The voice chain on any KB folder and queries file (only ``id`` and ``asr`` needed): gate -> answer ->
+    final. ``gate``: the shipped gate, applied as is (checked with `check_gate`); None fits one here on the
+    queries' labels (in-sample, so its refusal numbers are optimistic). Labelled queries (``answerable``,
+    ``relevant``, ``facts``) also get the retrieval and answer metrics. ``cache_dir``: `rag.kb_cache.open_kb`'s;
+    ``progress``: tqdm bars on stderr; ``warn``: told when the LLM server does not start.
 
+    Returns ``{gate, retrieval (labelled only), final, latency, answers}`` where ``answers`` are per query
+    ``{id, asr, query, retrieved: [[doc, score]], gate_score, tau, status, reason, say, source, llm_error}``.
     Raises rag.io.InputError for bad inputs, ValueError / KeyError / TypeError for bad params
-    (`rag.config.check`, `rag.selection.load_scorer` for ``select``) and rag.gate.ThresholdError when no tau
-    separates the questions, all before any LLM call.
+    (`rag.config.check`, `rag.selection.load_scorer` for ``select``), GateMismatch for a gate fitted for other
+    settings and ThresholdError when fitting finds one class only, all before any LLM call.
     """
+    from rag.kb_cache import open_kb
+
     config.check(p)
-    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])  # model_dir: relative to the cwd
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
     queries = load_queries(queries_path)
-    index = PassageIndex.from_folder(kb_folder, config.hybrid_config(p))
-    kb = load_kb(kb_folder)
-    per_query, retrieval = step_evaluate(index, queries, p)
-    tau = step_threshold(per_query, p)
-    with llm_url(p) as url:
-        answers = step_answer(index, queries, kb, p, tau["tau"], url, {r["id"]: r["score"] for r in per_query})
-    final_rows, final = step_final(answers, queries, kb, p, tau["tau"], scorer=scorer)
-    return {"retrieval": retrieval, "threshold": tau, "final": final, "latency": latency_metrics(answers),
-            "answers": final_rows}
+    labelled = is_labelled(queries)
+    if gate is None and not labelled:
+        raise InputError(f"{queries_path}: fitting the gate needs labelled questions (answerable, relevant, facts)")
+    if gate is not None:
+        check_gate(gate, p)
+    kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress)
+    if labelled:
+        per_query, retrieval = step_evaluate(kb.index, queries, p)
+        signals = {r["id"]: r["signals"] for r in per_query}
+    else:
+        texts = rewrite_queries(queries, config.rewrite_rules(p, kb.index.passages))
+        signals, retrieval = question_signals(kb.index, texts, embed_texts(texts), p), None
+    source = "shipped"
+    if gate is None:
+        gate, _ = step_threshold(per_query, p, {"kb": str(kb_folder), "queries": str(queries_path)})
+        source = f"fitted here on {len(queries)} questions of {queries_path} (in-sample)"
+    scores = gate.scores(signals)
+    with llm_url(p, warn) as url:
+        answers = step_answer(kb.index, queries, kb.docs, p, gate.tau, url, scores, progress)
+    final_rows, final = step_final(answers, queries, kb.docs, p, gate.tau, kb.sentences, scorer)
+    asr = {q["id"]: q["asr"] for q in queries}
+    rows = [{"id": a["id"], "asr": asr[a["id"]], "query": a["query"],
+             "retrieved": [[d, s] for d, s in zip(a["retrieved"], a["retrieved_scores"])],
+             "gate_score": a["score"], "tau": gate.tau, "status": f["status"], "reason": f["reason"],
+             "say": f["say"], "source": f["source"], "llm_error": a["error"]} for a, f in zip(answers, final_rows)]
+    out = {"gate": {"signal": gate.signal, "tau": gate.tau, "source": source, "fitted_on": gate.fitted_on},
+           "kb": {"folder": str(kb_folder), "passages": len(kb.index.passages), "cached": kb.cached},
+           "final": final, "latency": latency_metrics(answers), "answers": rows}
+    return {**out, "retrieval": retrieval} if labelled else out

@@ -26,10 +26,18 @@ def _ratio(num: int, den: int) -> float:
     return round(num / den, 6) if den else 0.0
 
 
+def status_counts(final_rows: Sequence[dict]) -> dict:
+    """What needs no labels: ``n_queries``, ``n_<status>`` for each of `rag.answer.STATUSES` and ``reasons``
+    (count of each reason of a row not verified from the LLM)."""
+    counts = Counter(r["status"] for r in final_rows)
+    return {"n_queries": len(final_rows), **{f"n_{s}": counts.get(s, 0) for s in STATUSES},
+            "reasons": dict(sorted(Counter(r["reason"] for r in final_rows if r["status"] != "llm").items()))}
+
+
 def final_metrics(queries: Sequence[dict], final_rows: Sequence[dict], kb: Mapping[str, str]) -> dict:
     """Metrics of the final answers (ratios are 0.0, never NaN, when the denominator is 0).
 
-    - status counts (llm / extractive / refused) and ``reasons``: count of each fallback reason;
+    - `status_counts`: status counts (llm / extractive / refused) and ``reasons``;
     - factual_accuracy: answerable questions whose ``say`` contains every ``facts`` string;
     - refusal_accuracy (= refusal_recall): unanswerable questions that were refused;
     - refusal_precision: refused questions that were unanswerable;
@@ -44,11 +52,8 @@ def final_metrics(queries: Sequence[dict], final_rows: Sequence[dict], kb: Mappi
     answerable = [(q, r) for q, r in rows if q["answerable"]]
     unanswerable = [(q, r) for q, r in rows if not q["answerable"]]
     refused = [(q, r) for q, r in rows if r["status"] == "refused"]
-    counts = Counter(r["status"] for _, r in rows)
     return {
-        "n_queries": len(rows),
-        **{f"n_{s}": counts.get(s, 0) for s in STATUSES},
-        "reasons": dict(sorted(Counter(r["reason"] for _, r in rows if r["status"] != "llm").items())),
+        **status_counts([r for _, r in rows]),
         "factual_accuracy": _ratio(sum(has_facts(r["say"], q["facts"]) for q, r in answerable), len(answerable)),
         "refusal_accuracy": _ratio(sum(r["status"] == "refused" for _, r in unanswerable), len(unanswerable)),
         "refusal_precision": _ratio(sum(not q["answerable"] for q, _ in refused), len(refused)),

@@ -39,13 +39,18 @@ class SentenceIndex:
     def build(cls, kb: Mapping[str, str], embedder=None) -> "SentenceIndex":
         """Split every document of ``kb`` (``{doc: text}``, in its order) and embed all sentences in one
         batched call (``embedder.embed``, default `rag.embed.get_embedder`)."""
-        rows = [(doc, i, s) for doc, text in kb.items() for i, s in enumerate(split_sentences(text))]
+        rows = cls.rows_of(kb)
         if embedder is None:
             from rag.embed import get_embedder
 
             embedder = get_embedder()
         vectors = embedder.embed([s for _, _, s in rows]) if rows else np.zeros((0, 384), np.float32)
         return cls(rows, vectors)
+
+    @staticmethod
+    def rows_of(kb: Mapping[str, str]) -> list[tuple[str, int, str]]:
+        """``(doc, position, sentence)`` of every document of ``kb`` (`rag.verify.split_sentences`), in order."""
+        return [(doc, i, s) for doc, text in kb.items() for i, s in enumerate(split_sentences(text))]
 
     @property
     def texts(self) -> dict[str, str]:

@@ -1,7 +1,5 @@
-"""Stage answer: gate on tau, ask the LLM within the schema -> answers.jsonl, latency.json."""
-import json
-
-from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
+"""Stage answer: gate (models/gate.json), ask the LLM within the schema -> answers.jsonl, latency.json."""
+from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
 from rag.chunk import load_kb
 from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import latency_metrics, llm_url, step_answer
@@ -10,11 +8,10 @@ from rag.queries import load_queries
 
 def run():
     p = params()
-    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
     queries = load_queries(ROOT / p["voice"]["queries"])
-    scores = {r["id"]: r["score"] for r in read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "score"))}
+    gate, scores = gate_scores(read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "signals")))
     with llm_url(p) as url:
-        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"]), p, tau, url, scores)
+        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"]), p, gate.tau, url, scores)
     write_jsonl(VOICE_DATA / "answers.jsonl", answers)
     write_json(VOICE_METRICS / "latency.json", latency_metrics(answers))
 

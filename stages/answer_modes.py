@@ -1,8 +1,7 @@
 """Stage answer_modes: answer.mode free vs choose in one run -> metrics/voice/answer_modes.json."""
 import copy
-import json
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
+from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
 from rag.chunk import load_kb
 from rag.io import read_jsonl, write_json
 from rag.pipeline import latency_metrics, llm_url, step_answer, step_final
@@ -11,10 +10,10 @@ from rag.queries import load_queries
 
 def run():
     p = params()
-    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
     queries = load_queries(ROOT / p["voice"]["queries"])
     kb, index = load_kb(ROOT / p["voice"]["kb"]), voice_index(p)
-    scores = {r["id"]: r["score"] for r in read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "score"))}
+    gate, scores = gate_scores(read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "signals")))
+    tau = gate.tau
     out = {}
     with llm_url(p) as url:
         for mode in ("free", "choose"):

@@ -1,15 +1,15 @@
 """Stage bench_latency: per-turn p50/p95 (ms) on the clinic fixtures -> metrics/voice/bench.json:
 rewrite, query embedding and search (each mode); the whole turn without the LLM (+ gate, pick, verify) with the
 KB's sentences embedded at index time and, as the comparison row, per question; passage embedding throughput."""
-from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag import config
 from rag.bench import embed_throughput, turn_latency, whole_turn
 from rag.chunk import load_kb
 from rag.embed import get_embedder
-from rag.evaluate import embed_texts
 from rag.io import write_json
-from rag.pipeline import fit_gate
-from rag.queries import load_queries, rewrite_queries
+from rag.gate import Gate
+from rag.pipeline import gate_function
+from rag.queries import load_queries
 from rag.sentences import SentenceIndex
 
 
@@ -21,8 +21,7 @@ def run():
     embedder = get_embedder()
     rules = config.rewrite_rules(p, index.passages)
     latency = turn_latency(index, queries, rules, embedder, int(p["retrieval"]["k"]), int(b["repeats"]))
-    texts = rewrite_queries(queries, rules)
-    gate = fit_gate(index, queries, texts, embed_texts(texts), p)
+    gate = gate_function(Gate.load(GATE_PATH), index, p)
     kb, settings, verify_rules = load_kb(ROOT / p["voice"]["kb"]), config.answer_settings(p, 0.0), config.verify_rules(p)
     sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     turn = {name: whole_turn(index, kb, s, [q["asr"] for q in queries], rules, settings, verify_rules, gate,

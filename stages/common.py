@@ -13,6 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 VOICE_DATA = ROOT / "data" / "voice"
 VOICE_METRICS = ROOT / "metrics" / "voice"
+GATE_PATH = ROOT / "models" / "gate.json"  # written by the threshold stage, shipped
+
+
+def gate_scores(per_query: list[dict]):
+    """``(gate, {query_id: score})``: the shipped gate (models/gate.json) applied to per_query.jsonl's signals."""
+    from rag.gate import Gate
+
+    gate = Gate.load(GATE_PATH)
+    return gate, gate.scores({r["id"]: r["signals"] for r in per_query})
 
 
 def params() -> dict:

@@ -2,11 +2,10 @@
 
 Writes metrics/voice/compare.json (``{form: {mode: recall@1/3/5, mrr@10, ndcg@10}}``, answerable queries),
 compare.md (the same as a Markdown table), recall_at_k.csv (recall@1..10 per variant, plot data) and
-scores.json (per-query gate score by class with tau, plot data from per_query.jsonl and threshold.json).
+scores.json (per-query gate score by class with tau, plot data: per_query.jsonl signals through models/gate.json).
 """
-import json
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
+from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
 from rag import config
 from rag.compare import csv_text, evaluate_matrix, markdown_table, recall_curves, score_points, select
 from rag.io import read_jsonl, write_json, write_text
@@ -32,9 +31,9 @@ def run():
         ["mode", "query", "R@1", "R@3", "R@5", "MRR@10", "nDCG@10"],
         [[mode, form, *(m[c] for c in COLUMNS)] for form, by_mode in table.items() for mode, m in by_mode.items()]))
     write_text(VOICE_METRICS / "recall_at_k.csv", csv_text(recall_curves(matrix)))
-    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
-    per_query = read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "answerable", "score"))
-    write_json(VOICE_METRICS / "scores.json", score_points(per_query, tau))
+    per_query = read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "answerable", "signals"))
+    gate, scores = gate_scores(per_query)
+    write_json(VOICE_METRICS / "scores.json", score_points([{**r, "score": scores[r["id"]]} for r in per_query], gate.tau))
 
 
 main(run)

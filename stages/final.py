@@ -1,9 +1,8 @@
 """Stage final: verify each answer (and, with a learned `select.design`, check it answers), fall back to an
 extractive sentence -> final.jsonl, final.json."""
-import json
-
-from common import ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
 from rag.chunk import load_kb
+from rag.gate import Gate
 from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import step_final
 from rag.queries import load_queries
@@ -12,7 +11,7 @@ from rag.sentences import SentenceIndex
 
 def run():
     p = params()
-    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
+    tau = Gate.load(GATE_PATH).tau
     answers = read_jsonl(VOICE_DATA / "answers.jsonl", required=("id", "query", "gated", "error"))
     sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     rows, metrics = step_final(answers, load_queries(ROOT / p["voice"]["queries"]),

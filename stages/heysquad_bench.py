@@ -1,17 +1,16 @@
 """Stage heysquad_bench: the whole turn without the LLM on HeySQuAD's long paragraphs (human ASR questions)
 -> metrics/heysquad/bench.json: p50/p95 (ms) per step and per turn, with the passages' sentences embedded at
 index time and, as the comparison row from the same run, split and embedded per question. The gate is the
-clinic's (`abstain.signal` fitted on the clinic fixture), applied unchanged."""
+shipped one (models/gate.json, fitted on the clinic fixture), applied unchanged."""
 import time
 
-from common import ROOT, heysquad_index, main, params, voice_index
+from common import GATE_PATH, ROOT, heysquad_index, main, params
 from rag import config
 from rag.bench import whole_turn
 from rag.embed import get_embedder
-from rag.evaluate import embed_texts
 from rag.io import write_json
-from rag.pipeline import fit_gate
-from rag.queries import load_queries, rewrite_queries
+from rag.gate import Gate
+from rag.pipeline import gate_function
 from rag.sentences import SentenceIndex
 
 
@@ -19,9 +18,7 @@ def run():
     p = params()
     h = p["heysquad"]
     passages, queries, index = heysquad_index(p)
-    clinic, clinic_queries = voice_index(p), load_queries(ROOT / p["voice"]["queries"])
-    clinic_texts = rewrite_queries(clinic_queries, config.rewrite_rules(p, clinic.passages))
-    gate = fit_gate(clinic, clinic_queries, clinic_texts, embed_texts(clinic_texts), p, apply_to=index)
+    gate = gate_function(Gate.load(GATE_PATH), index, p)
     kb = {r["_id"]: r["text"] for r in passages}
     t0 = time.perf_counter()
     sentences = SentenceIndex.build(kb)

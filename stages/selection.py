@@ -3,7 +3,7 @@
 Sets: the clinic fixture (its tables on: the KB they were written for), the held-out vet KB clean and noisy (tables
 off: `verify.slots` and `verify.answer_types` are the clinic's), and the near-miss sets (`select.near_miss`, typed
 and recogniser forms: every question must be refused). The gate is the clinic's (`abstain.signal` fitted on the
-clinic fixture, tau of metrics/voice/threshold.json), applied unchanged. LLM off: the extractive pick speaks; LLM on
+clinic fixture: the shipped models/gate.json), applied unchanged. LLM off: the extractive pick speaks; LLM on
 (clinic only): the answer stage's LLM replies judged by each design. For the learned designs, every ``min_score`` of
 ``select.min_score_grid`` too (selection.md): the whole trade-off between refusing near misses and answering. HeySQuAD rows (report half) come from the
 fit_selection stage (the cross design's from train_cross, in models/selection-cross.json). Writes metrics/voice/selection.json (headline) and selection.md.
@@ -12,13 +12,14 @@ import copy
 import json
 import time
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
 from rag import selection
 from rag.chunk import load_kb
 from rag.compare import markdown_table
 from rag.evaluate import embed_texts
 from rag.io import read_jsonl, write_json, write_text
-from rag.pipeline import fit_gate, step_answer, step_final
+from rag.gate import Gate
+from rag.pipeline import gate_function, step_answer, step_final
 from rag.queries import load_queries, rewrite_queries
 from rag import config
 from rag.search import PassageIndex
@@ -43,16 +44,15 @@ def run():
     t0 = time.perf_counter()
     p = params()
     a, s = p["abstain"], p["select"]
-    tau = json.loads((VOICE_METRICS / "threshold.json").read_text())["tau"]
+    gate = Gate.load(GATE_PATH)
+    tau = gate.tau
     hc = config.hybrid_config(p)
     clinic_q = load_queries(ROOT / p["voice"]["queries"])
     kbs = {"clinic": p["voice"]["kb"], "vet": a["transfer_kb"]}
     index = {n: PassageIndex.from_folder(ROOT / kb, hc) for n, kb in kbs.items()}
     docs = {n: load_kb(ROOT / kb) for n, kb in kbs.items()}
     sentences = {n: SentenceIndex.build(d) for n, d in docs.items()}
-    texts = rewrite_queries(clinic_q, config.rewrite_rules(p, index["clinic"].passages))
-    vectors = embed_texts(texts)
-    gates = {n: fit_gate(index["clinic"], clinic_q, texts, vectors, p, index[n]) for n in kbs}
+    gates = {n: gate_function(gate, index[n], p) for n in kbs}
     runs = {  # name: (kb, params, questions)
         "clinic": ("clinic", p, clinic_q),
         "vet_clean": ("vet", tables_off(p), load_queries(ROOT / a["transfer_queries"]["clean"])),

@@ -17,8 +17,9 @@ from common import ROOT, VOICE_METRICS, answer_scorer, main, params
 from rag import abstain, config
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics
 from rag.chunk import load_kb
-from rag.gate import choose_tau
-from rag.pipeline import step_answer, step_final
+from rag.embed import embedder_id
+from rag.gate import fit_gate
+from rag.pipeline import question_signals, step_answer, step_final
 from rag.io import write_json, write_text
 from rag.queries import load_queries, raw_queries, rewrite_queries
 from rag.search import PassageIndex
@@ -32,7 +33,7 @@ def run():
     t0 = time.perf_counter()
     p = params()
     a = p["abstain"]
-    hc, stop = config.hybrid_config(p), p["retrieval"]["stopwords"] or ()
+    hc = config.hybrid_config(p)
     sets = {FIT: (p["voice"]["kb"], p["voice"]["queries"]),
             "transfer_clean": (a["transfer_kb"], a["transfer_queries"]["clean"]),
             "transfer_noisy": (a["transfer_kb"], a["transfer_queries"]["noisy"])}
@@ -47,29 +48,28 @@ def run():
             vectors = embed_texts(texts)
             m = retrieval_metrics(queries, doc_runs(indexes[kb], texts, "dense", vectors), ks=(1, 3))
             retrieval[name][form] = {"recall@1": m["recall@1"], "recall@3": m["recall@3"]}
-        feats[name] = abstain.features(indexes[kb], texts, vectors, stop)  # rewritten: the gate's input
-    model = abstain.fit_combined([feats[FIT][q] for q in feats[FIT]], [labels[FIT][q] for q in feats[FIT]],
-                                 int(a["seed"]))
-    results, taus = {}, {}
-    for sig in abstain.ALL_SIGNALS:
-        scores = {n: abstain.signal_scores(sig, f, model) for n, f in feats.items()}
-        taus[sig] = choose_tau(scores[FIT], labels[FIT], p["threshold"]["policy"], float(p["threshold"]["epsilon"]))
+        feats[name] = question_signals(indexes[kb], texts, vectors, p)  # rewritten: the gate's input
+    results, taus, gates = {}, {}, {}
+    t = p["threshold"]
+    for sig in abstain.ALL_SIGNALS:  # each signal's gate fitted on the clinic fixture as the threshold stage fits it
+        gates[sig], taus[sig] = fit_gate(feats[FIT], labels[FIT], sig, t["policy"], float(t["epsilon"]), int(a["seed"]),
+                                         embedder_id(), config.gate_retrieval(p), {})
+        scores = {n: gates[sig].scores(f) for n, f in feats.items()}
         results[sig] = {n: {"auroc": round(abstain.auroc(scores[n], labels[n]), 6),
                             **abstain.refusal_metrics(scores[n], labels[n], taus[sig]["tau"])} for n in sets}
-    gate = a["signal"]
+    gate = gates[a["signal"]]
     answer_key = {}
     for name, (kb, qpath) in sets.items():
         queries, docs = load_queries(ROOT / qpath), load_kb(ROOT / kb)
-        scores = abstain.signal_scores(gate, feats[name], model)
-        answers = step_answer(indexes[kb], queries, docs, p, taus[gate]["tau"], None, scores)
-        answer_key[name] = step_final(answers, queries, docs, p, taus[gate]["tau"], scorer=answer_scorer(p))[1]
+        answers = step_answer(indexes[kb], queries, docs, p, gate.tau, None, gate.scores(feats[name]))
+        answer_key[name] = step_final(answers, queries, docs, p, gate.tau, scorer=answer_scorer(p))[1]
     best = abstain.pick_signal(results, TRANSFER, a["goal"])
     reached = [s for s in results if all(abstain.meets_goal(results[s][n], a["goal"]) for n in TRANSFER)]
-    coef = dict(zip(abstain.SIGNALS, (round(float(c), 4) for c in model[-1].coef_[0])))
+    coef = dict(zip(abstain.SIGNALS, (round(c, 4) for c in gates["combined"].model.coef)))
     out = {"policy": p["threshold"]["policy"], "epsilon": float(p["threshold"]["epsilon"]), "goal": a["goal"],
            "tau": {s: t["tau"] for s, t in taus.items()}, "signals": results, "retrieval_dense": retrieval,
            "combined_coef_standardised": coef, "best_on_transfer": best, "reaching_goal": reached,
-           "answer_key": {"signal": gate, "llm": "down (extractive fallback)", **answer_key},
+           "answer_key": {"signal": gate.signal, "llm": "down (extractive fallback)", **answer_key},
            "runtime_s": round(time.perf_counter() - t0, 1)}
     write_json(VOICE_METRICS / "transfer.json", out)
     write_json(VOICE_METRICS / "vet.json", {  # headline: what is said on the held-out vet KB

@@ -63,13 +63,28 @@ def test_signals_on_toy_index(toy):
 def test_combined_fitted_only_on_given_rows():
     rows = [dict(top1=t, agreement=1.0, coverage=t, margin=0.1, hybrid=0.03) for t in (0.2, 0.4, 0.6, 0.8)]
     model = abstain.fit_combined(rows, [False, False, True, True])
-    scaler = model[0]
-    assert scaler.n_samples_seen_ == 4
-    assert scaler.mean_[0] == pytest.approx(0.5)  # (0.2 + 0.4 + 0.6 + 0.8) / 4
-    p = abstain.combined(model, {"lo": rows[0], "hi": rows[3]})
+    assert model.mean[0] == pytest.approx(0.5)  # (0.2 + 0.4 + 0.6 + 0.8) / 4
+    assert model.scale[1] == 1.0                # a constant column: sklearn's scale 1, not a division by 0
+    p = model.predict({"lo": rows[0], "hi": rows[3]})
     assert p["hi"] > 0.5 > p["lo"]
     again = abstain.fit_combined(rows, [False, False, True, True])
-    assert abstain.combined(again, {"lo": rows[0]}) == {"lo": p["lo"]}  # deterministic
+    assert again.predict({"lo": rows[0]}) == {"lo": p["lo"]}  # deterministic
+    assert abstain.CombinedModel.from_dict(model.to_dict()) == model  # ships as JSON unchanged
+
+
+def test_combined_model_matches_sklearn():
+    """The numpy forward pass of the shipped model equals sklearn's predict_proba on the same fit."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    rows = [dict(zip(abstain.SIGNALS, rng.random(5))) for _ in range(12)]
+    labels = [bool(i % 2) for i in range(12)]
+    X = np.array([[r[s] for s in abstain.SIGNALS] for r in rows])
+    ref = make_pipeline(StandardScaler(), LogisticRegression(random_state=0)).fit(X, labels).predict_proba(X)[:, 1]
+    ours = abstain.fit_combined(rows, labels).predict(dict(enumerate(rows)))
+    assert [ours[i] for i in range(12)] == pytest.approx(list(ref), abs=1e-12)
 
 
 def test_pick_signal_judges_only_named_sets():

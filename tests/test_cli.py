@@ -31,7 +31,7 @@ def write(path, rows):
 def test_cli_runs_on_a_new_kb(small_kb, tmp_path, capsys):
     queries = write(tmp_path / "q.jsonl", ROWS)
     with Stub(json.dumps({"answer": "Refills take 10 business days.", "source": "kb-refills"})) as stub:
-        assert main(["run", str(small_kb), str(queries), "--llm-url", stub.url, "--answers"]) == 0
+        assert main(["run", str(small_kb), str(queries), "--llm-url", stub.url, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     final = out["final"]
     assert final["n_queries"] == 4 and final["unsupported_said"] == 0
@@ -49,7 +49,8 @@ def test_missing_field_names_file_and_line(small_kb, tmp_path, capsys):
     del rows[2]["facts"]
     queries = write(tmp_path / "q.jsonl", rows)
     assert main(["run", str(small_kb), str(queries)]) == 2
-    assert f"{queries}:3: missing field(s) facts" in capsys.readouterr().err
+    assert (f"{queries}:3 (query 'a3'): labels (relevant, answerable, facts) must be on every query or on none; "
+            "this one lacks facts") in capsys.readouterr().err
 
 
 def test_query_errors(tmp_path):
@@ -78,10 +79,10 @@ def test_threshold_policies():
     assert choose_tau({"a": 0.7, "u": 0.4}, {"a": True, "u": False})["tau"] == pytest.approx(0.55)
 
 
-def test_one_class_only_is_a_clear_error(small_kb, tmp_path, capsys):
+def test_one_class_only_is_a_clear_error_when_fitting(small_kb, tmp_path, capsys):
     queries = write(tmp_path / "q.jsonl", ROWS[:3])
-    assert main(["run", str(small_kb), str(queries)]) == 2
-    assert "needs answerable and unanswerable questions" in capsys.readouterr().err
+    assert main(["run", str(small_kb), str(queries), "--fit-gate", "--llm-url", "http://127.0.0.1:9"]) == 2
+    assert "fitting the gate needs answerable and unanswerable questions" in capsys.readouterr().err
 
 
 def run_cli(args, capsys):

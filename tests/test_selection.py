@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from rag import selection
+from rag import config, selection
 from rag.chunk import load_kb
 from rag.io import InputError
 from rag.sentences import SentenceIndex
@@ -169,14 +169,16 @@ def test_cross_scorer_reads_question_and_sentence_together():
     ("how much is a flu shot", "A flu shot costs $30."),
     ("how much notice do I need", None),  # not a price question: no price sentence (today: refused)
 ])
-def test_clinic_questions_from_the_issue(params, question, said):
+def test_clinic_questions_from_the_issue(params, question, said, tmp_path):
     """A typed question through the whole turn with the LLM down (`rag.pipeline.answer_question`, default params)."""
     from rag.pipeline import answer_question
 
-    p = {**params, "voice": {**params["voice"], "queries": str(ROOT / params["voice"]["queries"])},
-         "select": {**params["select"], "model_dir": str(ROOT / "models")}}
-    tau = json.loads((ROOT / "metrics" / "voice" / "threshold.json").read_text())["tau"]
-    final, row, _, _ = answer_question(question, p, tau, None)
+    from rag.gate import Gate
+    from rag.kb_cache import open_kb
+
+    p = {**params, "select": {**params["select"], "model_dir": str(ROOT / "models")}}
+    kb = open_kb(ROOT / "fixtures" / "voice" / "kb", config.hybrid_config(p), tmp_path)
+    final, row = answer_question(question, p, Gate.load(ROOT / "models" / "gate.json"), None, kb)
     assert row["error"] == "unreachable" or row["gated"]
     if said is None:
         assert "$" not in final["say"]

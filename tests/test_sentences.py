@@ -5,7 +5,6 @@ import pytest
 from rag import config
 from rag.answer import decide, retrieve
 from rag.chunk import load_kb
-from rag.embed import get_embedder
 from rag.io import InputError
 from rag.evaluate import embed_texts
 from rag.sentences import SentenceIndex

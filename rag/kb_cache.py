@@ -1,0 +1,116 @@
+"""A knowledge-base folder made searchable once: chunked, embedded and split into sentences, cached on disk by
+content hash, so the next `rag ask` / `rag run` on the same folder loads it instead of embedding it again.
+
+The key is the sha256 of the ``*.md`` files (names and bytes), the embedder (`rag.embed.embedder_id`) and the
+code that turns text into passages and sentences, so an edited file or a changed splitter never reads a stale
+entry. BM25 is not cached: it depends on the retrieval settings and builds in milliseconds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rag.chunk import Passage, chunk_folder, load_kb
+from rag.io import InputError, read_jsonl, write_jsonl
+from rag.search import HybridConfig, PassageIndex
+from rag.sentences import SentenceIndex
+
+_CODE = ("chunk.py", "io.py", "verify.py", "sentences.py", "embed.py", "kb_cache.py")  # text -> passages, sentences
+
+
+@dataclass
+class KnowledgeBase:
+    """index: the passages and their (n, 384) unit vectors; docs: ``{doc: full text}`` (`rag.chunk.load_kb`);
+    sentences: the KB's `SentenceIndex`; key: the cache key; cached: True when read from the cache."""
+
+    index: PassageIndex
+    docs: dict[str, str]
+    sentences: SentenceIndex
+    key: str
+    cached: bool
+
+
+def default_cache_dir() -> Path:
+    """``$RAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/voice-rag``, else ``~/.cache/voice-rag``."""
+    if os.environ.get("RAG_CACHE_DIR"):
+        return Path(os.environ["RAG_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "voice-rag"
+
+
+def fingerprint(folder: str | Path) -> str:
+    """sha256 (hex) of the folder's ``*.md`` names and bytes, the embedder id and the text-processing code.
+    Raises InputError when the folder is missing or holds no .md file."""
+    from rag.embed import embedder_id
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: knowledge-base folder not found")
+    files = sorted(folder.glob("*.md"))
+    if not files:
+        raise InputError(f"{folder}: no .md files")
+    h = hashlib.sha256(embedder_id().encode())
+    here = Path(__file__).resolve().parent
+    for name in _CODE:
+        h.update((here / name).read_bytes())
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"{f}: not a readable file (a folder or a broken link)")
+        h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def open_kb(folder: str | Path, config: HybridConfig = HybridConfig(), cache_dir: str | Path | None = None,
+            progress: bool = False) -> KnowledgeBase:
+    """The KB of ``folder`` from ``cache_dir`` (default `default_cache_dir`) when an entry with its
+    `fingerprint` exists, else built (chunked, embedded with a progress bar when ``progress``) and stored there
+    (written to a temporary folder, then renamed: a crash never leaves a half entry). A cache folder that cannot
+    be written only costs the saving. Raises InputError for a bad KB (`rag.chunk.chunk_folder`)."""
+    from rag.embed import get_embedder
+
+    key = fingerprint(folder)
+    entry = Path(cache_dir or default_cache_dir()) / key
+    if (entry / "kb.json").is_file():
+        try:
+            return _read_entry(entry, config, key)
+        except (OSError, ValueError, KeyError):
+            shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: build it again
+    passages = chunk_folder(folder)
+    embedder = get_embedder()
+    vectors = embedder.embed([p.text for p in passages], progress="embedding passages" if progress else None)
+    docs = load_kb(folder)
+    rows = [(d, i, s) for d, i, s in SentenceIndex.rows_of(docs)]
+    sentences = SentenceIndex(rows, embedder.embed([s for _, _, s in rows], "embedding sentences" if progress else None)
+                              if rows else np.zeros((0, 384), np.float32))
+    kb = KnowledgeBase(PassageIndex(passages, vectors, config), docs, sentences, key, False)
+    _write_entry(entry, kb)
+    return kb
+
+
+def _write_entry(entry: Path, kb: KnowledgeBase) -> None:
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
+    except OSError:
+        return
+    try:
+        write_jsonl(tmp / "passages.jsonl", [{"id": p.id, "doc": p.doc, "text": p.text} for p in kb.index.passages])
+        np.save(tmp / "passages.npy", kb.index.vectors)
+        kb.sentences.save(tmp / "sentences.jsonl", tmp / "sentences.npy")
+        (tmp / "kb.json").write_text(json.dumps({"docs": kb.docs}, ensure_ascii=False), encoding="utf-8")
+        tmp.rename(entry)
+    except OSError:  # another process stored it first, or the disk is full: the entry is only an optimisation
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_entry(entry: Path, config: HybridConfig, key: str) -> KnowledgeBase:
+    passages = [Passage(r["id"], r["doc"], r["text"]) for r in read_jsonl(entry / "passages.jsonl", ("id", "doc", "text"))]
+    docs = json.loads((entry / "kb.json").read_text(encoding="utf-8"))["docs"]
+    sentences = SentenceIndex.load(entry / "sentences.jsonl", entry / "sentences.npy")
+    return KnowledgeBase(PassageIndex(passages, np.load(entry / "passages.npy"), config), docs, sentences, key, True)
