@@ -15,9 +15,11 @@ from common import ROOT, main, params
 from rag.fetch import FetchError, fetch
 
 
-def shown(path: Path) -> Path:
-    """``path`` relative to the working directory (DVC runs stages from the repository root) for messages."""
-    return Path(os.path.relpath(path))
+def place(folder: str, rel: str) -> Path:
+    """``folder/rel``: an absolute ``folder`` as it is, a relative one (from the repository root) made relative to
+    the working directory (DVC runs stages from the root), so that messages show the paths as params write them."""
+    path = Path(folder) / rel
+    return path if path.is_absolute() else Path(os.path.relpath(ROOT / path))
 
 
 def run():
@@ -26,15 +28,15 @@ def run():
     done, failed = [], []
     for rel, f in d["files"].items():
         try:
-            done.append(fetch(shown(ROOT / d["dest_dir"] / rel), str(f["url"]), str(f["sha256"]),
-                              local=shown(ROOT / d["shared_dir"] / rel), timeout_s=float(d["timeout_s"])))
+            done.append(fetch(place(d["dest_dir"], rel), str(f["url"]), str(f["sha256"]),
+                              local=place(d["shared_dir"], rel), timeout_s=float(d["timeout_s"])))
         except FetchError as e:
             failed.append(e)
             print(f"error: {e}", file=sys.stderr)
     if failed:
         sys.exit(1)
     local = sum(not x.source.startswith(("http://", "https://")) for x in done)
-    print(f"fetch_data: {len(done)} files, {local} from {shown(ROOT / d['shared_dir'])}, {len(done) - local} "
+    print(f"fetch_data: {len(done)} files, {local} from {d['shared_dir']}, {len(done) - local} "
           f"downloaded, {sum(x.size for x in done) / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s")
 
 
