@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
 
 repro: $(VENV)/.installed
 	$(VENV)/bin/dvc config --local core.analytics false
-	$(VENV)/bin/dvc repro
+	$(VENV)/bin/dvc repro --keep-going   # a failed stage (no public data offline) skips only what depends on it
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q

@@ -193,7 +193,10 @@ def ko_params(tmp_path):
     from rag.io import read_params
 
     p = read_params(ROOT / "params.yaml")
-    p["ko"]["squad_path"] = str(ROOT / p["ko"]["squad_path"])
+    squad = ROOT / p["ko"]["squad_path"]          # fetched by stage fetch_data, else the verbatim copy it comes from
+    if not squad.is_file():
+        squad = ROOT / p["data"]["shared_dir"] / squad.relative_to(ROOT / p["data"]["dest_dir"])
+    p["ko"]["squad_path"] = str(squad)
     p["ko"]["data_dir"] = str(tmp_path / "ko")
     p["ko"]["metrics_dir"] = str(tmp_path / "ko_metrics")
     path = write_params(tmp_path / "params.yaml", p)
