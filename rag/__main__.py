@@ -79,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
         p = _with_paths(read_params(args.params), Path(args.params).resolve().parent)
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
-            _warn_if_down(args.llm_url)
         if args.command == "ask":
             question = normalise_text(args.question)  # as KB text is: NFKC, NFC when it holds Hangul
             if not question.strip():
@@ -113,15 +112,6 @@ def _with_paths(p: dict, base: Path) -> dict:
 
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
-
-
-def _warn_if_down(url: str) -> None:
-    """One line on stderr when nothing answers at ``url`` (every answer will then be the extractive fallback)."""
-    from rag.llm import reachable
-
-    why = reachable(url)
-    if why:
-        _warn(f"the LLM at {url} does not answer ({why}); every answer will be a verified KB sentence or a refusal")
 
 
 def _gate(args):
@@ -201,7 +191,7 @@ def _ask_ko(question: str, p: dict) -> int:
     s = KoSettings(prompt=g["cli_prompt"], max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
                    timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),
                    model=llm.get("model") or None, min_shared=int(g["min_shared"]))
-    with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"])}}) as url:
+    with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"])}}, _warn) as url:
         res = answer_ko(url, question, shown, s)
     final = res["final"]
     print(f"답변: {final['say']}")

@@ -100,10 +100,18 @@ def step_threshold(per_query: Sequence[dict], p: Mapping, fitted_on: Mapping) ->
 
 @contextlib.contextmanager
 def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
-    """Yield the LLM base URL: ``llm.url`` if set, else a local llama.cpp server started here and
-    stopped (by PID) on exit, errors included. Yields None when the local server fails to start (and says why
-    through ``warn``), so the answer step falls back instead of crashing."""
+    """Yield the LLM base URL: ``llm.url`` if set (``warn`` is told when nothing answers there,
+    `rag.llm.reachable`), else a local llama.cpp server started here and stopped (by PID) on exit, errors
+    included. Yields None when the local server fails to start (and says why through ``warn``), so the answer
+    step falls back instead of crashing."""
     if p["llm"]["url"]:
+        if warn:
+            from rag.llm import reachable
+
+            why = reachable(p["llm"]["url"])
+            if why:
+                warn(f"the LLM at {p['llm']['url']} does not answer ({why}); every answer will be a verified KB "
+                     "sentence or a refusal")
         yield p["llm"]["url"]
         return
     from rag.llm_server import LocalServer

@@ -1,0 +1,180 @@
+"""A new user's flow (issue 11): their own KB folder and questions with only ``id`` and ``asr``, from any directory,
+with the shipped gate (models/gate.json), the LLM down, the KB cached by content hash."""
+import json
+
+import pytest
+
+from conftest import ROOT, write_params
+from rag.__main__ import main
+from rag.gate import Gate, GateMismatch
+
+DOWN = "http://127.0.0.1:9"  # nothing listens there: every answer is the verified extractive fallback
+QUESTIONS = [
+    {"id": "q1", "asr": "UM WHAT TIME DO YOU OPEN ON SATURDAY"},
+    {"id": "q2", "asr": "HOW MUCH DOES PARKING COST"},
+    {"id": "q3", "asr": "HOW MUCH ARE POSTCARDS IN THE MUSEUM SHOP"},
+    {"id": "q4", "asr": "WHO WON THE FOOTBALL GAME LAST NIGHT"},
+    {"id": "q5", "asr": "AND ON SUNDAY", "context": "q1"},
+    {"id": "q6", "asr": "HOW MUCH IS AN ADULT TICKET"},
+]
+SAID = {"q1": "On Saturday we open at 10 a.m.", "q2": "Parking costs $4 per hour.",
+        "q3": "The museum shop sells postcards for $2 each.", "q5": "We are closed on Sunday.",
+        "q6": "An adult ticket costs $12."}
+
+
+@pytest.fixture
+def museum(tmp_path, monkeypatch):
+    """A museum KB nobody tuned on: a UTF-8 file with a byte-order mark, a CRLF file (with "Dr."), a paragraph past
+    MiniLM's 256-token cut with its one price at the end; questions with only id and asr (and one context). The
+    working directory is elsewhere, as a user's would be."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "hours.md").write_bytes("\ufeff# Opening Hours\n\nWe are open from 9 a.m. to 5 p.m. on weekdays. On Saturday "
+                                  "we open at 10 a.m. We are closed on Sunday.\n".encode("utf-8"))
+    (kb / "parking.md").write_bytes(b"# Parking\r\n\r\nDr. Lee runs the parking garage behind the museum. Parking "
+                                    b"costs $4 per hour.\r\n\r\nBicycles park for free at the front door.\r\n")
+    history = " ".join(f"In {1900 + i} the collection grew by a gallery of {['paintings', 'maps', 'coins'][i % 3]} "
+                       "from donors in the region." for i in range(40))
+    (kb / "history.md").write_text(f"# Museum History\n\n{history} The museum shop sells postcards for $2 each.\n")
+    (kb / "tickets.md").write_text("# Tickets\n\nAn adult ticket costs $12. Children under 12 enter for free.\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    return kb, questions, tmp_path / "cache"
+
+
+def cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_run_answers_unlabelled_questions_with_the_shipped_gate(museum, capsys):
+    kb, questions, cache = museum
+    code, out, err = cli(["run", str(kb), str(questions), "--llm-url", DOWN, "--cache-dir", str(cache), "--json"],
+                         capsys)
+    assert code == 0
+    assert f"warning: the LLM at {DOWN} does not answer (ConnectionError)" in err
+    result = json.loads(out)
+    shipped = Gate.load(ROOT / "models" / "gate.json")
+    assert result["gate"]["source"] == "shipped" and result["gate"]["tau"] == shipped.tau
+    assert result["kb"]["cached"] is False and "retrieval" not in result  # no labels: no metrics
+    rows = {r["id"]: r for r in result["answers"]}
+    assert {q: r["say"] for q, r in rows.items() if r["status"] == "extractive"} == SAID
+    assert (rows["q4"]["status"], rows["q4"]["reason"]) == ("refused", "below_tau")
+    assert rows["q4"]["gate_score"] < shipped.tau <= rows["q2"]["gate_score"]
+    assert rows["q5"]["query"] == "what time do you open on sunday"  # the follow-up resolved against q1
+    assert rows["q3"]["retrieved"][0][0] == "history"   # the fact past the 256-token cut is found
+    assert rows["q2"]["llm_error"] == "unreachable"
+    assert result["final"] == {"n_queries": 6, "n_llm": 0, "n_extractive": 5, "n_refused": 1,
+                               "reasons": {"below_tau": 1, "llm_unreachable": 5}}
+    assert "\ufeff" not in out and "# Opening Hours" not in out  # the BOM and the heading are never said
+    # the text form says the same, with the evidence under --explain
+    code, out, _ = cli(["run", str(kb), str(questions), "--llm-url", DOWN, "--cache-dir", str(cache), "--explain"],
+                       capsys)
+    assert code == 0 and f"7 passages (cached); gate combined, tau {shipped.tau:.3f} (shipped)" in out
+    assert "[q2] HOW MUCH DOES PARKING COST\n  extractive: Parking costs $4 per hour.\n" in out
+    assert f"  gate: {rows['q4']['gate_score']:.3f} vs tau {shipped.tau:.3f} -> refuse\n  source: none; reason: below_tau" in out
+    assert out.endswith("6 questions: 0 llm, 5 extractive, 1 refused\nreasons: below_tau 1, llm_unreachable 5\n")
+
+
+def test_ask_says_the_same_and_the_second_ask_uses_the_cache(museum, capsys):
+    kb, _, cache = museum
+    base = ["--kb", str(kb), "--llm-url", DOWN, "--cache-dir", str(cache), "--json"]
+    first = json.loads(cli(["ask", "how much does parking cost", *base], capsys)[1])
+    second = json.loads(cli(["ask", "how much does parking cost", *base], capsys)[1])
+    assert (first["kb_cached"], second["kb_cached"]) == (False, True)
+    assert first["say"] == second["say"] == SAID["q2"] and first["gate_score"] == second["gate_score"]
+    follow = json.loads(cli(["ask", "and on sunday", "--context", "what time do you open on saturday", *base], capsys)[1])
+    assert (follow["query"], follow["say"]) == ("what time do you open on sunday", SAID["q5"])
+    (kb / "tickets.md").write_text("# Tickets\n\nAn adult ticket costs $15.\n")  # an edited file: a new cache entry
+    edited = json.loads(cli(["ask", "how much is an adult ticket", *base], capsys)[1])
+    assert (edited["kb_cached"], edited["say"]) == (False, "An adult ticket costs $15.")
+    assert len([d for d in cache.iterdir() if not d.name.startswith(".")]) == 2
+
+
+def test_ask_text_output(museum, capsys):
+    kb, _, cache = museum
+    code, out, _ = cli(["ask", "who won the football game last night", "--kb", str(kb), "--llm-url", DOWN,
+                        "--cache-dir", str(cache)], capsys)
+    assert code == 0
+    assert out == ("answer: I'm not sure about that. Let me connect you to the front desk.\nsource: none\n"
+                   "status: refused (below_tau)\n")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"abstain": {"signal": "top1"}}, "the gate was fitted for signal 'combined', the params ask for 'top1'"),
+    ({"retrieval": {"rrf_k": 30}}, "the gate was fitted with other retrieval settings: rrf_k 10 there, 30 here"),
+])
+def test_a_mismatched_gate_is_an_error(museum, capsys, params, tmp_path, change, message):
+    kb, questions, cache = museum
+    p = {k: dict(v, **change.get(k, {})) if isinstance(v, dict) else v for k, v in params.items()}
+    path = write_params(tmp_path / "p.yaml", p)
+    for args in (["ask", "how much does parking cost", "--kb", str(kb)], ["run", str(kb), str(questions)]):
+        code, out, err = cli([*args, "--params", str(path), "--llm-url", DOWN, "--cache-dir", str(cache)], capsys)
+        assert code == 2 and out == ""
+        assert err.startswith(f"error: {ROOT / 'models' / 'gate.json'}: {message} (fit one for these settings")
+
+
+def test_fit_gate_refits_on_labelled_questions(museum, capsys, tmp_path):
+    kb, _, cache = museum
+    labels = {"q1": (["hours"], ["10 a.m."]), "q2": (["parking"], ["$4"]), "q3": (["history"], ["$2"]),
+              "q4": ([], []), "q6": (["tickets"], ["$12"])}
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("".join(json.dumps({**q, "relevant": labels[q["id"]][0], "answerable": bool(labels[q["id"]][0]),
+                                            "facts": labels[q["id"]][1]}) + "\n" for q in QUESTIONS if q["id"] in labels))
+    args = ["run", str(kb), str(labelled), "--llm-url", DOWN, "--cache-dir", str(cache), "--json"]
+    code, out, err = cli([*args, "--fit-gate"], capsys)
+    assert code == 0 and "fitting the gate on the labels of" in err
+    result = json.loads(out)
+    assert result["gate"]["source"] == f"fitted here on 5 questions of {labelled} (in-sample)"
+    assert result["gate"]["fitted_on"]["answerable"] == 4
+    assert result["final"]["factual_accuracy"] == 1.0 and result["final"]["refusal_recall"] == 1.0
+    assert result["retrieval"]["rewritten"]["recall_at_1"] == 1.0
+    shipped = json.loads(cli(args, capsys)[1])  # the same labelled file with the shipped gate: metrics too
+    assert shipped["gate"]["source"] == "shipped" and shipped["final"]["factual_accuracy"] == 1.0
+    unlabelled = ["run", str(kb), str(museum[1]), "--fit-gate", "--llm-url", DOWN, "--cache-dir", str(cache)]
+    code, _, err = cli(unlabelled, capsys)
+    assert code == 2 and "fitting the gate needs labelled questions" in err
+
+
+def test_labels_on_some_rows_only_name_the_line(museum, capsys, tmp_path):
+    kb, _, cache = museum
+    bad = tmp_path / "mixed.jsonl"
+    bad.write_text(json.dumps(QUESTIONS[0]) + "\n" + json.dumps({**QUESTIONS[1], "answerable": True}) + "\n")
+    code, _, err = cli(["run", str(kb), str(bad), "--cache-dir", str(cache)], capsys)
+    assert code == 2
+    assert err == (f"error: {bad}:2 (query 'q2'): labels (relevant, answerable, facts) must be on every query or on "
+                   "none; this one has answerable\n")
+
+
+def test_bad_gate_files(museum, capsys, tmp_path):
+    kb, _, cache = museum
+    good = json.loads((ROOT / "models" / "gate.json").read_text())
+    cases = {"missing.json": None, "truncated.json": "{\"signal\": ",
+             "no_model.json": json.dumps({**good, "model": None}),
+             "short.json": json.dumps({**good, "model": {**good["model"], "coef": [1.0]}})}
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        code, _, err = cli(["ask", "how much does parking cost", "--kb", str(kb), "--gate", str(tmp_path / name),
+                            "--cache-dir", str(cache)], capsys)
+        assert code == 2 and err.startswith(f"error: {tmp_path / name}: "), (name, err)
+    other = Gate.from_dict({**good, "embedder": "another model"})
+    with pytest.raises(GateMismatch, match=f"fitted on vectors of 'another model', this is '{good['embedder']}'"):
+        other.check(good["signal"], good["embedder"], good["retrieval"])
+
+
+def test_a_broken_cache_entry_is_rebuilt(museum):
+    from rag.kb_cache import fingerprint, open_kb
+
+    kb, _, cache = museum
+    first = open_kb(kb, cache_dir=cache)
+    assert first.key == fingerprint(kb) and [p.id for p in first.index.passages][:4] == ["history#1.1", "history#1.2",
+                                                                                         "history#1.3", "hours#1"]
+    (cache / first.key / "passages.npy").write_bytes(b"not numpy")
+    again = open_kb(kb, cache_dir=cache)
+    assert again.cached is False and again.index.vectors.shape == (7, 384)
+    assert open_kb(kb, cache_dir=cache).cached is True
