@@ -83,7 +83,7 @@ def whole_turn(index: PassageIndex, kb: Mapping[str, str], sentences, texts: Seq
             t: dict[str, float] = {}
             text, t["rewrite"] = _ms(rewrite, asr, None, rules)
             vector, t["embed_query"] = _ms(embedder.embed_one, text)
-            (_, docs), t["search"] = _ms(retrieve, index, text, vector, settings)
+            (_, docs, _), t["search"] = _ms(retrieve, index, text, vector, settings)
             _, t["gate"] = _ms(gate, text, vector)
             row = {"id": str(n), "query": text, "retrieved": docs, "gated": False, "answer": None, "source": None,
                    "error": "unreachable"}
