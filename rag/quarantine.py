@@ -40,18 +40,21 @@ CUES: tuple[tuple[str, re.Pattern], ...] = (
                                        r"(?:instructions|prompt|system\s+prompt|guardrails|safety\s+rules)\b", _I)),
     ("ignore instructions", re.compile(r"\b(?:ignore|disregard|forget)\s+(?:everything|all)\s+(?:above|before|"
                                        r"else|previous|prior|you\s+(?:were|have\s+been)\s+told)\b", _I)),
-    ("system prompt", re.compile(r"\b(?:system|developer|hidden)\s+(?:prompt|message|instructions?)\b", _I)),
+    ("system prompt", re.compile(r"\bsystem\s+prompt|\bdeveloper\s+(?:prompt|message|instructions?)\b|"
+                                 r"\bhidden\s+(?:prompt|instructions?)\b", _I)),
     ("new instructions", re.compile(r"\b(?:new|updated|real|secret)\s+instructions?\s*(?::|for\s+(?:the\s+)?"
-                                    rf"{_ASSISTANT}|are\b)", _I)),
-    ("jailbreak", re.compile(r"\b(?:jailbreak|prompt\s+injection|developer\s+mode|DAN\s+mode)\b", _I)),
+                                    rf"{_ASSISTANT}\b)", _I)),
+    ("jailbreak", re.compile(r"\b(?:jailbreak|prompt\s+injection|DAN\s+mode)\b", _I)),
     # what the assistant must say
     ("you must say", re.compile(rf"\byou\s+(?:must|should|shall|will|are\s+to|have\s+to|need\s+to)\s+(?:always\s+|"
                                 rf"only\s+|now\s+|instead\s+)?{_SAY}\s*(?:that\b|:|[\"“'‘])", _I)),
     ("you must say", re.compile(r"\b(?:always|only|instead)\s+(?:say|answer|reply|respond)\s*(?:that\b|:|[\"“'‘])", _I)),
     ("addressed to the assistant",
      re.compile(rf"\b(?:the|dear|hey)\s+{_ASSISTANT}\s+(?:must|should|shall|is\s+to|will)\s+(?:not\s+)?(?:always\s+|"
-                rf"never\s+|only\s+)?(?:say|answer|reply|respond|ignore|refuse)\b|\b(?:if|when)\s+you\s+are\s+(?:an?\s+)?{_ASSISTANT}\b|\b(?:to|for)\s+(?:the\s+|any\s+)?"
-                rf"(?:assistant|chat\s?bot|ai|llm|language\s+model)s?\s+reading\s+this\b", _I)),
+                rf"never\s+|only\s+)?(?:say|answer|reply|respond|ignore|refuse)\b|"
+                rf"\b(?:if|when)\s+you\s+are\s+(?:an?\s+)?{_ASSISTANT}\b|"
+                r"\b(?:to|for)\s+(?:the\s+|any\s+)?(?:assistant|chat\s?bot|ai|llm|language\s+model)s?\s+reading\s+this\b",
+                _I)),
     ("as an AI", re.compile(r"\bas\s+an?\s+(?:ai|a\.i\.|artificial\s+intelligence|language\s+model|"
                             r"ai\s+(?:language\s+model|assistant)|chat\s?bot)\b", _I)),
     ("role-play", re.compile(r"\bpretend\s+(?:to\s+be|you\s+are|you're|that\s+you)\b|"
@@ -70,11 +73,12 @@ CUES: tuple[tuple[str, re.Pattern], ...] = (
                          r"(?:지시|지침|명령|규칙|프롬프트|안내\s*사항|설정)\S{0,4}\s*(?:모두\s*|전부\s*|다\s*)?"
                          r"(?:무시|잊어|잊고)")),
     ("지시 무시", re.compile(r"무시하고\S*\s+(?:\S+\s+){0,6}?\S*(?:라고|다고|이라고)\s*(?:말|답|대답|응답|안내)")),
-    ("시스템 프롬프트", re.compile(r"시스템\s*(?:프롬프트|메시지|지시)")),
+    ("시스템 프롬프트", re.compile(r"시스템\s*(?:프롬프트|지시)")),
     ("라고 말해", re.compile(r"(?:라고|다고|이라고)\s*(?:만\s*)?(?:말|답|대답|응답|안내)\s*(?:해|하)\s*(?:라|줘|주세요|주십시오|"
                           r"야\s*(?:한다|합니다|해)|세요|십시오)")),
     ("AI로서", re.compile(r"(?:AI|인공지능|어시스턴트|언어\s*모델|챗봇)\s*(?:으로|로)(?:서|써)")),
-    ("역할극", re.compile(r"역할극\S{0,2}\s*(?:하자|해\s*(?:줘|라|주세요)|합시다)|(?:인|한|하는)\s*척\s*(?:해|하)\s*(?:라|줘|주세요|십시오|세요)|"
+    ("역할극", re.compile(r"역할극\S{0,2}\s*(?:하자|해\s*(?:줘|라|주세요)|합시다)|"
+                       r"(?:인|한|하는)\s*척\s*(?:해|하)\s*(?:라|줘|주세요|십시오|세요)|"
                        r"(?:너는|당신은)\s*(?:이제|지금부터)\s*(?:\S+\s*){0,3}?(?:역할|AI|인공지능|챗봇|어시스턴트|비서)")),
     ("말하지 마", re.compile(r"(?:사용자|발신자|고객|전화한\s*사람)\S{0,2}\s*(?:에게|한테)(?:는|도)?\s+(?:\S+\s+){0,3}?"
                           r"(?:말하지|알리지|알려주지|밝히지)\s*(?:마|말)")),

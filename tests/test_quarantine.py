@@ -104,7 +104,7 @@ def test_injections_are_flagged(text):
     "Please say your date of birth when you call.", "User accounts are created at the front desk.",
     "The medical assistant checks your blood pressure.", "Players who ignore the rules get a penalty.",
     "Disregard this letter if you have already paid.", "System maintenance happens on Sundays.",
-    "EU law can override any rule of national law.", "Children learn through role play.",
+    "EU law can override any rule of national law.", "Children learn through role play.", "There is a hidden message in the painting.", "New instructions are printed on the label.",
     "그는 왕의 명령을 무시하고 군대를 움직였다.", "그는 '괜찮다'라고 말해 주목을 받았다.", "진료 안내 사항을 확인하세요.",
 ])
 def test_ordinary_text_is_not_flagged(text):
