@@ -205,14 +205,15 @@ def _ask_ko(question: str, p: dict) -> int:
 def _ask_voice(question: str, p: dict, args) -> int:
     """One typed question through the voice turn (`rag.pipeline.answer_question`) on ``--kb`` with the shipped
     gate; the KB comes from the cache when it was embedded before."""
-    from rag import config
+    from rag import config, quarantine
     from rag.kb_cache import open_kb
     from rag.pipeline import answer_question, check_gate, llm_url
 
     gate = _gate(args)
     config.check(p)
     check_gate(gate, p)
-    kb = open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True)
+    kb = open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True,
+                 allow_instructions=quarantine.allowed(p), warn=_warn)
     with llm_url(p, _warn) as url:
         final, row = answer_question(question, p, gate, url, kb, args.context)
     out = {"question": question, "context": args.context, "query": row["query"],

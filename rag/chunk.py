@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag.io import InputError, normalise_text
+from rag.quarantine import instruction_like
 
 
 @dataclass(frozen=True)
@@ -69,18 +70,63 @@ def split_long(text: str, max_tokens: int, where: str = "") -> list[str]:
     return [" ".join(p) for p in pieces]
 
 
-def chunk_document(doc: str, text: str, max_tokens: int | None = None, source: str | None = None) -> list[Passage]:
+@dataclass(frozen=True)
+class Block:
+    """One blank-line-separated piece of a KB document. ``n``: its paragraph number, counted from 1 over the
+    pieces that become passages (None for an empty piece or a heading block, one starting with ``#``);
+    ``line``: the file line it starts on (1-based); ``raw``: its text with line breaks; ``cue``: why it is
+    quarantined (`rag.quarantine.instruction_like`), None when it is not."""
+
+    n: int | None
+    line: int
+    raw: str
+    cue: str | None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.raw.split())
+
+
+def blocks(text: str) -> list[Block]:
+    """``text`` (a KB file's content) normalised (`rag.io.normalise_text`: a leading byte-order mark dropped,
+    NFKC, or NFC for Hangul; CRLF and CR line ends read as LF) and split on blank lines, every piece judged by
+    `rag.quarantine.instruction_like`. `chunk_document` and `load_kb` both read a document through this, so the
+    passages, the enum, the sentence candidates and the verifier drop the same paragraphs."""
+    text = normalise_text(text).replace("\r\n", "\n").replace("\r", "\n")
+    out, n, line = [], 0, 1
+    for raw in text.split("\n\n"):
+        folded = " ".join(raw.split())
+        start = line + len(raw) - len(raw.lstrip("\n"))
+        line += raw.count("\n") + 2
+        if folded and not folded.startswith("#"):
+            n += 1
+            out.append(Block(n, start, raw, instruction_like(raw)))
+        else:
+            out.append(Block(None, start, raw, instruction_like(raw) if folded else None))
+    return out
+
+
+def quarantine_rows(blocks_: list[Block], file: str) -> list[dict]:
+    """``{file, paragraph, line, cue, text}`` of every quarantined block (paragraph: its number as in the
+    passage ids ``<doc>#<n>``, None for a heading block)."""
+    return [{"file": file, "paragraph": b.n, "line": b.line, "cue": b.cue, "text": b.text} for b in blocks_ if b.cue]
+
+
+def chunk_document(doc: str, text: str, max_tokens: int | None = None, source: str | None = None,
+                   allow_instructions: bool = False) -> list[Passage]:
     """Split ``text`` on blank lines; drop empty pieces and headings (pieces starting with ``#``);
     fold whitespace runs to one space. The text is normalised first (`rag.io.normalise_text`: a leading
     byte-order mark dropped, NFKC, or NFC for Hangul); CRLF and CR line ends count as line ends.
-    A paragraph over ``max_tokens`` MiniLM tokens (default ``rag.embed.MAX_TOKENS``) is split at sentence
-    boundaries (`split_long`); ``source`` (default ``doc``) names the file in its warnings."""
-    text = normalise_text(text).replace("\r\n", "\n").replace("\r", "\n")
-    pieces = [" ".join(p.split()) for p in text.split("\n\n")]
-    kept = [p for p in pieces if p and not p.startswith("#")]
+    Instruction-like paragraphs (`rag.quarantine.instruction_like`) are dropped unless ``allow_instructions``;
+    the paragraphs after one keep their numbers. A paragraph over ``max_tokens`` MiniLM tokens (default
+    ``rag.embed.MAX_TOKENS``) is split at sentence boundaries (`split_long`); ``source`` (default ``doc``)
+    names the file in its warnings."""
     limit = _max_tokens() if max_tokens is None else max_tokens
     out = []
-    for n, p in enumerate(kept, 1):
+    for b in blocks(text):
+        if b.n is None or (b.cue and not allow_instructions):
+            continue
+        n, p = b.n, b.text
         parts = split_long(p, limit, f"{source or doc}: paragraph {n}")
         if len(parts) == 1:
             out.append(Passage(f"{doc}#{n}", doc, parts[0]))
@@ -100,29 +146,58 @@ def _read(f: Path) -> str:
     return text
 
 
-def chunk_folder(folder: str | Path) -> list[Passage]:
-    """Passages of every ``*.md`` file in ``folder``, files in name order; doc = file stem.
-
-    Raises InputError if the folder is missing, holds no .md file, has a .md that is not a
-    readable UTF-8 file, or yields no passage at all (for example heading-only files).
-    """
+def _files(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: knowledge-base folder not found")
     files = sorted(folder.glob("*.md"))
     if not files:
         raise InputError(f"{folder}: no .md files")
-    passages = []
     for f in files:
         if not f.is_file():
             raise InputError(f"{f}: not a readable file (a folder or a broken link)")
-        passages.extend(chunk_document(f.stem, _read(f), source=str(f)))
+    return files
+
+
+def chunk_folder(folder: str | Path, allow_instructions: bool = False) -> list[Passage]:
+    """Passages of every ``*.md`` file in ``folder``, files in name order; doc = file stem. Instruction-like
+    paragraphs are quarantined (left out, see `quarantine_report`) unless ``allow_instructions``.
+
+    Raises InputError if the folder is missing, holds no .md file, has a .md that is not a
+    readable UTF-8 file, or yields no passage at all (for example heading-only files).
+    """
+    passages = []
+    for f in _files(folder):
+        passages.extend(chunk_document(f.stem, _read(f), source=str(f), allow_instructions=allow_instructions))
     if not passages:
-        raise InputError(f"{folder}: no passages (every file is empty or headings only)")
+        held = 0 if allow_instructions else len(quarantine_report(folder))
+        raise InputError(f"{folder}: no passages (every file is empty or headings only)" if not held else
+                         f"{folder}: no passages left: all {held} paragraphs are quarantined as instruction-like "
+                         f"(voice.allow_instructions keeps them)")
     return passages
 
 
-def load_kb(folder: str | Path) -> dict[str, str]:
+def load_kb(folder: str | Path, allow_instructions: bool = False) -> dict[str, str]:
     """``{doc name: full text}`` of every ``*.md`` in ``folder`` (the form `rag.verify` takes), read as
-    ``utf-8-sig`` and normalised like the passages (`rag.io.normalise_text`)."""
-    return {p.stem: normalise_text(_read(p)) for p in sorted(Path(folder).glob("*.md"))}
+    ``utf-8-sig`` and normalised like the passages (`rag.io.normalise_text`). Unless ``allow_instructions``,
+    a document with quarantined paragraphs (`blocks`) is its other blocks joined by blank lines (LF line ends),
+    so no sentence of a quarantined paragraph is a candidate or verifies an answer; other documents are as read."""
+    out = {}
+    for p in sorted(Path(folder).glob("*.md")):
+        text = normalise_text(_read(p))
+        bs = [] if allow_instructions else blocks(text)
+        out[p.stem] = "\n\n".join(b.raw for b in bs if not b.cue) if any(b.cue for b in bs) else text
+    return out
+
+
+def kb_blocks(folder: str | Path) -> list[tuple[Path, list[Block]]]:
+    """Every ``*.md`` of ``folder`` (name order) with its `blocks`. Raises InputError like `chunk_folder` for a
+    missing folder, one without .md files or an unreadable file."""
+    return [(f, blocks(_read(f))) for f in _files(folder)]
+
+
+def quarantine_report(folder: str | Path) -> list[dict]:
+    """The instruction-like paragraphs of every ``*.md`` in ``folder`` (files in name order):
+    ``{file, paragraph, line, cue, text}`` (`quarantine_rows`; file as ``folder/name.md``). Listed whether or not
+    the reader keeps them. Raises InputError like `chunk_folder` for a missing or unreadable folder."""
+    return [row for f, bs in kb_blocks(folder) for row in quarantine_rows(bs, str(f))]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from rag import quarantine
 from rag.answer import AnswerSettings
 from rag.chunk import Passage
 from rag.rewrite import RewriteRules, contrast_pairs
@@ -41,6 +42,7 @@ def check(p: Mapping) -> None:
     TypeError naming the key) before any model is started or called."""
     rewrite_rules(p)
     verify_rules(p)
+    quarantine.allowed(p)
     answer_settings(p, 0.0)
 
 

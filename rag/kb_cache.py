@@ -12,29 +12,33 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from rag.chunk import Passage, chunk_folder, load_kb
+from rag.chunk import Passage, chunk_folder, load_kb, quarantine_report
 from rag.io import InputError, read_jsonl, write_jsonl
 from rag.search import HybridConfig, PassageIndex
 from rag.sentences import SentenceIndex
 
-_CODE = ("chunk.py", "io.py", "verify.py", "sentences.py", "embed.py", "kb_cache.py")  # text -> passages, sentences
+_CODE = ("chunk.py", "quarantine.py", "io.py", "verify.py", "sentences.py", "embed.py", "kb_cache.py")  # text -> passages, sentences
 
 
 @dataclass
 class KnowledgeBase:
     """index: the passages and their (n, 384) unit vectors; docs: ``{doc: full text}`` (`rag.chunk.load_kb`);
-    sentences: the KB's `SentenceIndex`; key: the cache key; cached: True when read from the cache."""
+    sentences: the KB's `SentenceIndex`; key: the cache key; cached: True when read from the cache;
+    quarantined: the instruction-like paragraphs (`rag.chunk.quarantine_report` rows), left out of the index,
+    docs and sentences unless the KB was opened with ``allow_instructions``."""
 
     index: PassageIndex
     docs: dict[str, str]
     sentences: SentenceIndex
     key: str
     cached: bool
+    quarantined: list[dict] = field(default_factory=list)
 
 
 def default_cache_dir() -> Path:
@@ -44,9 +48,9 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "voice-rag"
 
 
-def fingerprint(folder: str | Path) -> str:
-    """sha256 (hex) of the folder's ``*.md`` names and bytes, the embedder id and the text-processing code.
-    Raises InputError when the folder is missing or holds no .md file."""
+def fingerprint(folder: str | Path, allow_instructions: bool = False) -> str:
+    """sha256 (hex) of the folder's ``*.md`` names and bytes, the embedder id, the text-processing code and
+    ``allow_instructions``. Raises InputError when the folder is missing or holds no .md file."""
     from rag.embed import embedder_id
 
     folder = Path(folder)
@@ -55,7 +59,7 @@ def fingerprint(folder: str | Path) -> str:
     files = sorted(folder.glob("*.md"))
     if not files:
         raise InputError(f"{folder}: no .md files")
-    h = hashlib.sha256(embedder_id().encode())
+    h = hashlib.sha256(embedder_id().encode() + (b"\0allow_instructions" if allow_instructions else b""))
     here = Path(__file__).resolve().parent
     for name in _CODE:
         h.update((here / name).read_bytes())
@@ -67,28 +71,41 @@ def fingerprint(folder: str | Path) -> str:
 
 
 def open_kb(folder: str | Path, config: HybridConfig = HybridConfig(), cache_dir: str | Path | None = None,
-            progress: bool = False) -> KnowledgeBase:
+            progress: bool = False, allow_instructions: bool = False,
+            warn: Callable[[str], None] | None = None) -> KnowledgeBase:
     """The KB of ``folder`` from ``cache_dir`` (default `default_cache_dir`) when an entry with its
     `fingerprint` exists, else built (chunked, embedded with a progress bar when ``progress``) and stored there
     (written to a temporary folder, then renamed: a crash never leaves a half entry). A cache folder that cannot
-    be written only costs the saving. Raises InputError for a bad KB (`rag.chunk.chunk_folder`)."""
+    be written only costs the saving. Raises InputError for a bad KB (`rag.chunk.chunk_folder`).
+    Instruction-like paragraphs are quarantined (`rag.chunk`) unless ``allow_instructions``; ``warn`` is told
+    one line per such paragraph (file:line, paragraph number, cue), cached or not."""
+    kb = _open(folder, config, cache_dir, progress, allow_instructions)
+    if warn:
+        what = "kept (allow_instructions)" if allow_instructions else "quarantined (not indexed, never said)"
+        for r in kb.quarantined:
+            where = f"paragraph {r['paragraph']}" if r["paragraph"] is not None else "heading block"
+            warn(f"{r['file']}:{r['line']}: {where} {what}: instruction-like ({r['cue']}): {r['text'][:80]!r}")
+    return kb
+
+
+def _open(folder, config, cache_dir, progress, allow_instructions) -> KnowledgeBase:
     from rag.embed import get_embedder
 
-    key = fingerprint(folder)
+    key = fingerprint(folder, allow_instructions)
     entry = Path(cache_dir or default_cache_dir()) / key
     if (entry / "kb.json").is_file():
         try:
             return _read_entry(entry, config, key)
         except (OSError, ValueError, KeyError):
             shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: build it again
-    passages = chunk_folder(folder)
+    passages = chunk_folder(folder, allow_instructions)
     embedder = get_embedder()
     vectors = embedder.embed([p.text for p in passages], progress="embedding passages" if progress else None)
-    docs = load_kb(folder)
+    docs = load_kb(folder, allow_instructions)
     rows = [(d, i, s) for d, i, s in SentenceIndex.rows_of(docs)]
     sentences = SentenceIndex(rows, embedder.embed([s for _, _, s in rows], "embedding sentences" if progress else None)
                               if rows else np.zeros((0, 384), np.float32))
-    kb = KnowledgeBase(PassageIndex(passages, vectors, config), docs, sentences, key, False)
+    kb = KnowledgeBase(PassageIndex(passages, vectors, config), docs, sentences, key, False, quarantine_report(folder))
     _write_entry(entry, kb)
     return kb
 
@@ -103,7 +120,8 @@ def _write_entry(entry: Path, kb: KnowledgeBase) -> None:
         write_jsonl(tmp / "passages.jsonl", [{"id": p.id, "doc": p.doc, "text": p.text} for p in kb.index.passages])
         np.save(tmp / "passages.npy", kb.index.vectors)
         kb.sentences.save(tmp / "sentences.jsonl", tmp / "sentences.npy")
-        (tmp / "kb.json").write_text(json.dumps({"docs": kb.docs}, ensure_ascii=False), encoding="utf-8")
+        (tmp / "kb.json").write_text(json.dumps({"docs": kb.docs, "quarantined": kb.quarantined},
+                                                       ensure_ascii=False), encoding="utf-8")
         tmp.rename(entry)
     except OSError:  # another process stored it first, or the disk is full: the entry is only an optimisation
         shutil.rmtree(tmp, ignore_errors=True)
@@ -111,6 +129,7 @@ def _write_entry(entry: Path, kb: KnowledgeBase) -> None:
 
 def _read_entry(entry: Path, config: HybridConfig, key: str) -> KnowledgeBase:
     passages = [Passage(r["id"], r["doc"], r["text"]) for r in read_jsonl(entry / "passages.jsonl", ("id", "doc", "text"))]
-    docs = json.loads((entry / "kb.json").read_text(encoding="utf-8"))["docs"]
+    meta = json.loads((entry / "kb.json").read_text(encoding="utf-8"))
     sentences = SentenceIndex.load(entry / "sentences.jsonl", entry / "sentences.npy")
-    return KnowledgeBase(PassageIndex(passages, np.load(entry / "passages.npy"), config), docs, sentences, key, True)
+    return KnowledgeBase(PassageIndex(passages, np.load(entry / "passages.npy"), config), meta["docs"], sentences, key,
+                         True, meta["quarantined"])

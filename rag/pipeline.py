@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
-from rag import config
+from rag import config, quarantine
 from rag.answer import answer_row, decide
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
 from rag.gate import Gate, fit_gate
@@ -190,7 +190,8 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     final. ``gate``: the shipped gate, applied as is (checked with `check_gate`); None fits one here on the
     queries' labels (in-sample, so its refusal numbers are optimistic). Labelled queries (``answerable``,
     ``relevant``, ``facts``) also get the retrieval and answer metrics. ``cache_dir``: `rag.kb_cache.open_kb`'s;
-    ``progress``: tqdm bars on stderr; ``warn``: told when the LLM server does not start.
+    ``progress``: tqdm bars on stderr; ``warn``: told when the LLM server does not start and, one line each,
+    the KB's quarantined instruction-like paragraphs (`rag.kb_cache.open_kb`; ``voice.allow_instructions``).
 
     Returns ``{gate, retrieval (labelled only), final, latency, answers}`` where ``answers`` are per query
     ``{id, asr, query, retrieved: [[doc, score]], gate_score, tau, status, reason, say, source, llm_error}``.
@@ -208,7 +209,7 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
         raise InputError(f"{queries_path}: fitting the gate needs labelled questions (answerable, relevant, facts)")
     if gate is not None:
         check_gate(gate, p)
-    kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress)
+    kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress, quarantine.allowed(p), warn)
     if labelled:
         per_query, retrieval = step_evaluate(kb.index, queries, p)
         signals = {r["id"]: r["signals"] for r in per_query}

@@ -66,11 +66,13 @@ class PassageIndex:
         self._phonetic: BM25Index | None = None
 
     @classmethod
-    def from_folder(cls, folder: str | Path, config: HybridConfig = HybridConfig()) -> "PassageIndex":
-        """Chunk ``folder`` (see `rag.chunk.chunk_folder`) and embed every passage."""
+    def from_folder(cls, folder: str | Path, config: HybridConfig = HybridConfig(),
+                    allow_instructions: bool = False) -> "PassageIndex":
+        """Chunk ``folder`` (see `rag.chunk.chunk_folder`: instruction-like paragraphs quarantined unless
+        ``allow_instructions``) and embed every passage."""
         from rag.embed import get_embedder
 
-        passages = chunk_folder(folder)
+        passages = chunk_folder(folder, allow_instructions)
         return cls(passages, get_embedder().embed([p.text for p in passages]), config)
 
     def tokenize(self, text: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Stage answer: gate (models/gate.json), ask the LLM within the schema -> answers.jsonl, latency.json."""
 from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import latency_metrics, llm_url, step_answer
 from rag.queries import load_queries
@@ -11,7 +12,7 @@ def run():
     queries = load_queries(ROOT / p["voice"]["queries"])
     gate, scores = gate_scores(read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "signals")))
     with llm_url(p) as url:
-        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"]), p, gate.tau, url, scores)
+        answers = step_answer(voice_index(p), queries, load_kb(ROOT / p["voice"]["kb"], allowed(p)), p, gate.tau, url, scores)
     write_jsonl(VOICE_DATA / "answers.jsonl", answers)
     write_json(VOICE_METRICS / "latency.json", latency_metrics(answers))
 

@@ -3,6 +3,7 @@ import copy
 
 from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.io import read_jsonl, write_json
 from rag.pipeline import latency_metrics, llm_url, step_answer, step_final
 from rag.queries import load_queries
@@ -11,7 +12,7 @@ from rag.queries import load_queries
 def run():
     p = params()
     queries = load_queries(ROOT / p["voice"]["queries"])
-    kb, index = load_kb(ROOT / p["voice"]["kb"]), voice_index(p)
+    kb, index = load_kb(ROOT / p["voice"]["kb"], allowed(p)), voice_index(p)
     gate, scores = gate_scores(read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "signals")))
     tau = gate.tau
     out = {}

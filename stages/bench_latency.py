@@ -5,6 +5,7 @@ from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, main, params, voi
 from rag import config
 from rag.bench import embed_throughput, turn_latency, whole_turn
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.embed import get_embedder
 from rag.io import write_json
 from rag.gate import Gate
@@ -22,7 +23,7 @@ def run():
     rules = config.rewrite_rules(p, index.passages)
     latency = turn_latency(index, queries, rules, embedder, int(p["retrieval"]["k"]), int(b["repeats"]))
     gate = gate_function(Gate.load(GATE_PATH), index, p)
-    kb, settings, verify_rules = load_kb(ROOT / p["voice"]["kb"]), config.answer_settings(p, 0.0), config.verify_rules(p)
+    kb, settings, verify_rules = load_kb(ROOT / p["voice"]["kb"], allowed(p)), config.answer_settings(p, 0.0), config.verify_rules(p)
     sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     turn = {name: whole_turn(index, kb, s, [q["asr"] for q in queries], rules, settings, verify_rules, gate,
                              embedder, int(b["repeats"]))

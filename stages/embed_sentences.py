@@ -5,12 +5,14 @@ import time
 
 from common import ROOT, VOICE_DATA, main, params
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.sentences import SentenceIndex
 
 
 def run():
     t0 = time.perf_counter()
-    index = SentenceIndex.build(load_kb(ROOT / params()["voice"]["kb"]))
+    p = params()
+    index = SentenceIndex.build(load_kb(ROOT / p["voice"]["kb"], allowed(p)))  # quarantined paragraphs left out
     index.save(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     print(f"embed_sentences: {len(index.rows)} sentences, {time.perf_counter() - t0:.1f} s")
 

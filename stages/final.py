@@ -2,6 +2,7 @@
 extractive sentence -> final.jsonl, final.json."""
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.gate import Gate
 from rag.io import read_jsonl, write_json, write_jsonl
 from rag.pipeline import step_final
@@ -15,7 +16,7 @@ def run():
     answers = read_jsonl(VOICE_DATA / "answers.jsonl", required=("id", "query", "gated", "error"))
     sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     rows, metrics = step_final(answers, load_queries(ROOT / p["voice"]["queries"]),
-                               load_kb(ROOT / p["voice"]["kb"]), p, tau, sentences,
+                               load_kb(ROOT / p["voice"]["kb"], allowed(p)), p, tau, sentences,
                                answer_scorer(p))
     write_jsonl(VOICE_DATA / "final.jsonl", rows)
     write_json(VOICE_METRICS / "final.json", metrics)

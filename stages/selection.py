@@ -15,6 +15,7 @@ import time
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
 from rag import selection
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.compare import markdown_table
 from rag.evaluate import embed_texts
 from rag.io import read_jsonl, write_json, write_text
@@ -49,8 +50,8 @@ def run():
     hc = config.hybrid_config(p)
     clinic_q = load_queries(ROOT / p["voice"]["queries"])
     kbs = {"clinic": p["voice"]["kb"], "vet": a["transfer_kb"]}
-    index = {n: PassageIndex.from_folder(ROOT / kb, hc) for n, kb in kbs.items()}
-    docs = {n: load_kb(ROOT / kb) for n, kb in kbs.items()}
+    index = {n: PassageIndex.from_folder(ROOT / kb, hc, allowed(p)) for n, kb in kbs.items()}
+    docs = {n: load_kb(ROOT / kb, allowed(p)) for n, kb in kbs.items()}
     sentences = {n: SentenceIndex.build(d) for n, d in docs.items()}
     gates = {n: gate_function(gate, index[n], p) for n in kbs}
     runs = {  # name: (kb, params, questions)

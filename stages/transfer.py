@@ -17,6 +17,7 @@ from common import ROOT, VOICE_METRICS, answer_scorer, main, params
 from rag import abstain, config
 from rag.evaluate import doc_runs, embed_texts, retrieval_metrics
 from rag.chunk import load_kb
+from rag.quarantine import allowed
 from rag.embed import embedder_id
 from rag.gate import fit_gate
 from rag.pipeline import question_signals, step_answer, step_final
@@ -37,7 +38,7 @@ def run():
     sets = {FIT: (p["voice"]["kb"], p["voice"]["queries"]),
             "transfer_clean": (a["transfer_kb"], a["transfer_queries"]["clean"]),
             "transfer_noisy": (a["transfer_kb"], a["transfer_queries"]["noisy"])}
-    indexes = {kb: PassageIndex.from_folder(ROOT / kb, hc) for kb in {kb for kb, _ in sets.values()}}
+    indexes = {kb: PassageIndex.from_folder(ROOT / kb, hc, allowed(p)) for kb in {kb for kb, _ in sets.values()}}
     feats, labels, retrieval = {}, {}, {}
     for name, (kb, qpath) in sets.items():
         queries = load_queries(ROOT / qpath)
@@ -60,7 +61,7 @@ def run():
     gate = gates[a["signal"]]
     answer_key = {}
     for name, (kb, qpath) in sets.items():
-        queries, docs = load_queries(ROOT / qpath), load_kb(ROOT / kb)
+        queries, docs = load_queries(ROOT / qpath), load_kb(ROOT / kb, allowed(p))
         answers = step_answer(indexes[kb], queries, docs, p, gate.tau, None, gate.scores(feats[name]))
         answer_key[name] = step_final(answers, queries, docs, p, gate.tau, scorer=answer_scorer(p))[1]
     best = abstain.pick_signal(results, TRANSFER, a["goal"])
