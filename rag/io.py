@@ -14,8 +14,10 @@ class InputError(ValueError):
     """Bad input: the message names the file and line (or the query id)."""
 
 
-# Hangul in any form: conjoining jamo, compatibility jamo, jamo extended A/B, syllables, half-width jamo.
-_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uffa0-\uffdc]")
+# Hangul in any form: conjoining jamo, compatibility jamo, jamo extended A/B, syllables, half-width jamo; assigned
+# code points only (an unassigned one such as U+D7FC is no letter: the rewrite drops it, so it must not pick the form).
+_HANGUL = re.compile("[\u1100-\u11ff\u3131-\u318e\ua960-\ua97c\uac00-\ud7a3\ud7b0-\ud7c6\ud7cb-\ud7fb"
+                     "\uffa0-\uffbe\uffc2-\uffc7\uffca-\uffcf\uffd2-\uffd7\uffda-\uffdc]")
 
 
 def normalise_text(text: str) -> str:
@@ -26,9 +28,10 @@ def normalise_text(text: str) -> str:
     ("ｆｌｕ ｓｈｏｔ" -> "flu shot"), ligatures and decomposed accents (NFD "café" -> "café"); it leaves
     composed Hangul syllables alone, but it rewrites compatibility jamo ("ㅋ" U+314B -> "ᄏ" U+110F) and
     half-width jamo, so Korean text gets NFC, which only composes (NFD Hangul -> syllables) and keeps
-    already-NFC Korean text (KorQuAD) exactly as it is. A leading byte-order mark is dropped.
+    already-NFC Korean text (KorQuAD) exactly as it is. Leading byte-order marks are dropped (all of them, so that
+    normalising twice changes nothing).
     """
-    text = text.removeprefix("\ufeff")
+    text = text.lstrip("\ufeff")
     form = "NFC" if _HANGUL.search(text) else "NFKC"
     return text if unicodedata.is_normalized(form, text) else unicodedata.normalize(form, text)
 
