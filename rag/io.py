@@ -39,9 +39,11 @@ def normalise_text(text: str) -> str:
 def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     """Read a JSON-lines file; blank lines are skipped.
 
-    Read as ``utf-8-sig``: a leading UTF-8 byte-order mark is dropped. Lines may end in CRLF.
-    Raises InputError naming ``path:line`` for a missing file, invalid JSON, a row that is not an
-    object, or a row lacking one of the ``required`` fields.
+    Read as ``utf-8-sig``: a leading UTF-8 byte-order mark is dropped. Lines end in LF, CRLF or CR (the file's
+    universal newlines, as `open` counts lines); U+2028 and other separators inside a line are no line ends.
+    Raises InputError naming ``path:line`` for a missing file, invalid JSON (also a number of more than 4300
+    digits or nesting too deep for the decoder), a row that is not an object, or a row lacking one of the
+    ``required`` fields.
     """
     path = Path(path)
     if not path.is_file():
@@ -49,7 +51,7 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     rows = []
     required = list(required)
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").split("\n")  # read_text made CRLF and CR "\n"
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     for n, line in enumerate(lines, 1):
@@ -59,6 +61,8 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        except (ValueError, RecursionError) as e:  # an int of > 4300 digits; "[[[[..." deeper than the decoder goes
+            raise InputError(f"{path}:{n}: invalid JSON ({str(e).split(';')[0]})") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{n}: expected a JSON object")
         missing = [k for k in required if k not in row]
