@@ -176,7 +176,7 @@ def test_verify_rejects_a_number_absent_from_the_cited_document(case, query):
 
 paragraphs = st.lists(st.one_of(st.text(max_size=60), transcript), max_size=6).map("\n\n".join)
 kb_text = st.one_of(st.text(), paragraphs)
-_ID = re.compile(r"(?P<doc>.*)#(?P<n>[1-9]\d*)(?:\.(?P<m>[1-9]\d*))?")
+_ID = re.compile(r"(?P<doc>.*)#(?P<n>[1-9]\d*)(?:\.(?P<m>[1-9]\d*))?", re.DOTALL)
 
 
 def _check_ids(passages, doc):
