@@ -14,8 +14,10 @@ class InputError(ValueError):
     """Bad input: the message names the file and line (or the query id)."""
 
 
-# Hangul in any form: conjoining jamo, compatibility jamo, jamo extended A/B, syllables, half-width jamo.
-_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uffa0-\uffdc]")
+# Hangul in any form: conjoining jamo, compatibility jamo, jamo extended A/B, syllables, half-width jamo; assigned
+# code points only (an unassigned one such as U+D7FC is no letter: the rewrite drops it, so it must not pick the form).
+_HANGUL = re.compile("[\u1100-\u11ff\u3131-\u318e\ua960-\ua97c\uac00-\ud7a3\ud7b0-\ud7c6\ud7cb-\ud7fb"
+                     "\uffa0-\uffbe\uffc2-\uffc7\uffca-\uffcf\uffd2-\uffd7\uffda-\uffdc]")
 
 
 def normalise_text(text: str) -> str:
@@ -26,9 +28,10 @@ def normalise_text(text: str) -> str:
     ("ｆｌｕ ｓｈｏｔ" -> "flu shot"), ligatures and decomposed accents (NFD "café" -> "café"); it leaves
     composed Hangul syllables alone, but it rewrites compatibility jamo ("ㅋ" U+314B -> "ᄏ" U+110F) and
     half-width jamo, so Korean text gets NFC, which only composes (NFD Hangul -> syllables) and keeps
-    already-NFC Korean text (KorQuAD) exactly as it is. A leading byte-order mark is dropped.
+    already-NFC Korean text (KorQuAD) exactly as it is. Leading byte-order marks are dropped (all of them, so that
+    normalising twice changes nothing).
     """
-    text = text.removeprefix("\ufeff")
+    text = text.lstrip("\ufeff")
     form = "NFC" if _HANGUL.search(text) else "NFKC"
     return text if unicodedata.is_normalized(form, text) else unicodedata.normalize(form, text)
 
@@ -36,9 +39,11 @@ def normalise_text(text: str) -> str:
 def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     """Read a JSON-lines file; blank lines are skipped.
 
-    Read as ``utf-8-sig``: a leading UTF-8 byte-order mark is dropped. Lines may end in CRLF.
-    Raises InputError naming ``path:line`` for a missing file, invalid JSON, a row that is not an
-    object, or a row lacking one of the ``required`` fields.
+    Read as ``utf-8-sig``: a leading UTF-8 byte-order mark is dropped. Lines end in LF, CRLF or CR (the file's
+    universal newlines, as `open` counts lines); U+2028 and other separators inside a line are no line ends.
+    Raises InputError naming ``path:line`` for a missing file, invalid JSON (also a number of more than 4300
+    digits or nesting too deep for the decoder), a row that is not an object, or a row lacking one of the
+    ``required`` fields.
     """
     path = Path(path)
     if not path.is_file():
@@ -46,7 +51,7 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     rows = []
     required = list(required)
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").split("\n")  # read_text made CRLF and CR "\n"
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     for n, line in enumerate(lines, 1):
@@ -56,6 +61,8 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{n}: invalid JSON ({e.msg})") from None
+        except (ValueError, RecursionError) as e:  # an int of > 4300 digits; "[[[[..." deeper than the decoder goes
+            raise InputError(f"{path}:{n}: invalid JSON ({str(e).split(';')[0]})") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{n}: expected a JSON object")
         missing = [k for k in required if k not in row]

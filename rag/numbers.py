@@ -7,7 +7,8 @@ gives ``units`` (zero..nineteen), ``tens`` (twenty..ninety), ``scales`` (hundred
 
 At each word the first reading that fits wins:
 
-1. clock fraction, ``[a] FRACTION PAST|TO HOUR`` (HOUR a units word or digits, 1..12): a clock time.
+1. clock fraction, ``[a] FRACTION PAST|TO HOUR`` (HOUR a units word or digits without a leading zero, 1..12:
+   the "01" of a digit run is no hour): a clock time.
    "half past eight" 8:30, "quarter past nine" 9:15, "quarter to eight" 7:45, "quarter to one" 12:45.
 2. digit run, two or more digit words (0..9), a zero word counting as 0 between two of them: the digit
    string, seven digits split 3 + 4 like a phone number. "five five five oh one six two" 555 0162.
@@ -85,7 +86,7 @@ def _hour(w: str | None, rules: RewriteRules) -> int | None:
     if w is None:
         return None
     v = rules.units.get(w)
-    if v is None and w.isascii() and w.isdigit():
+    if v is None and w.isascii() and w.isdigit() and not w.startswith("0"):  # "01" is a digit run's, not an hour
         v = int(w)
     return v if v is not None and 1 <= v <= 12 else None
 

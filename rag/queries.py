@@ -39,7 +39,7 @@ def load_queries(path: str | Path) -> list[dict]:
             raise InputError(f"{where}: duplicate id")
         if not isinstance(row["asr"], str):
             raise InputError(f"{where}: asr must be a string")
-        if row["context"] is not None and row["context"] not in seen:
+        if row["context"] is not None and (not isinstance(row["context"], str) or row["context"] not in seen):
             raise InputError(f"{where}: context {row['context']!r} is not an earlier query id")
         if labelled:
             _check_labels(row, where)

@@ -3,11 +3,12 @@
 Rules (all lists are data, set from params.yaml by the stages):
 1. Unicode-normalise (`rag.io.normalise_text`: NFKC, NFC for Hangul; full-width "ｆｌｕ" -> "flu"), lower-case,
    keep word characters only (apostrophes vanish: "sunday's" -> "sundays");
-2. drop fillers (single words or phrases such as "o k");
+2. drop fillers (single words or phrases such as "o k"), again until none is left ("o um k" -> "");
 3. number words to digits as people say them (`rag.numbers`): "twenty four" -> "24", "a hundred and five" ->
    "105", "one eighty nine" -> "189", "nineteen ninety" -> "1990", a clock time as hour and minutes
    ("three thirty", "half past three" -> "3 30", the words of a written "3:30"), a digit run as a phone
-   number ("five five five oh one six two" -> "555 0162"; "oh" is a filler only outside a digit run);
+   number ("five five five oh one six two" -> "555 0162"; "oh" is a filler only inside a digit run read as
+   one: "twenty five oh six" -> "25 6");
 4. a follow-up ("and what about sunday") with a context question is resolved against the
    rewritten context: a named weekday replaces the context's weekday (likewise a term of another
    swap class, such as a service, or a pair the KB contrasts: `contrast_pairs`), anything else is
@@ -114,7 +115,14 @@ def normalise_parts(text: str, rules: RewriteRules = DEFAULT_RULES) -> list[str 
     [Number(value=7, minutes=45, digits=None)]
     """
     words = _words(text)
-    return numbers.read_numbers(_drop_phrases(words, rules.fillers, numbers.kept_zeros(words, rules)), rules)
+    while True:  # dropping a filler can make another ("o um k" -> "o k") or end a digit run: drop until none is left
+        fewer = _drop_phrases(words, rules.fillers, numbers.kept_zeros(words, rules))
+        if fewer == words:
+            break
+        words = fewer
+    # A zero word kept for a digit run that another reading took first ("twenty five oh six": 25, "oh", 6) is a
+    # filler after all; dropping it keeps the rewrite idempotent (tests/test_properties.py).
+    return [p for p in numbers.read_numbers(words, rules) if not (isinstance(p, str) and p in rules.fillers)]
 
 
 def normalise(text: str, rules: RewriteRules = DEFAULT_RULES) -> list[str]:

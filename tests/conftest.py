@@ -2,8 +2,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Property tests (tests/test_properties.py) are deterministic: the same examples on every run, no example database
+# written into the tree, no per-example deadline (a shared 2-core machine is slow at times).
+settings.register_profile("repo", derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("repo")
 ROOT = Path(__file__).resolve().parent.parent
 
 
