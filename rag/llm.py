@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
 SYSTEM_PROMPT = (
     "You answer phone callers' questions using ONLY the documents below. "
@@ -164,7 +165,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     the wait for the response headers is a read timeout of that budget, and from the headers on a watchdog
     shuts the socket down at the end, so a stalled or slow stream cannot outlive it; closing the connection is
     what cancels the request (llama.cpp drops a task whose client is gone). Reasons: ``unreachable`` (no TCP
-    connection: refused, or none within `CONNECT_S`), ``busy`` (HTTP 429/503: loading or no free slot),
+    connection: refused, or none within `CONNECT_S`; accepted then dropped is ``connection_lost``), ``busy`` (HTTP 429/503: loading or no free slot),
     ``timeout`` (connected, but the answer did not finish in time; also when no time was left to ask).
     """
     reply = LLMReply()
@@ -229,8 +230,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         reply.error, reply.detail = "timeout", f"no response within {budget:.2f} s: {str(e)[:150]}"
     except requests.ConnectionError as e:
         # requests reports a read timeout while streaming as a ConnectionError: connected means not unreachable
-        if not responded:
-            reply.error = "unreachable"
+        if not responded:  # refused / no route: unreachable; accepted, then dropped before answering: lost
+            reason = getattr(e.args[0], "reason", None) if e.args else None
+            reply.error = "unreachable" if isinstance(reason, NewConnectionError) else "connection_lost"
         elif "timed out" in str(e) or time.monotonic() >= end:
             reply.error = "timeout"
         else:

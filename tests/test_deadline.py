@@ -75,6 +75,28 @@ def test_refused_connection_is_unreachable(setup):
     assert took < 1.5 + SLACK_S
 
 
+def test_dropped_before_answering_is_connection_lost(setup):
+    # A server that accepts and closes at once is there (not unreachable), but lost the request.
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def drop():
+        conn, _ = srv.accept()
+        conn.recv(65536)
+        conn.close()
+
+    threading.Thread(target=drop, daemon=True).start()
+    try:
+        row, final, _ = turn(setup, f"http://127.0.0.1:{srv.getsockname()[1]}")
+    finally:
+        srv.close()
+    assert row["error"] == "connection_lost" and final["reason"] == "llm_connection_lost"
+
+
 @pytest.mark.parametrize("status", [503, 429])
 def test_no_free_slot_is_busy(setup, status):
     with Stub(status=status) as stub:
