@@ -5,6 +5,7 @@ retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or 
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
@@ -38,8 +39,13 @@ class AnswerSettings:
     model: str | None = None
     hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
     min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
+    deadline_s: float = 0.0         # the whole turn's budget (0: none, only timeout_s bounds the LLM call)
+    reserve_s: float = 0.0          # of it, kept for what follows the LLM call (verify, the extractive pick)
 
     def __post_init__(self):
+        if self.deadline_s < 0 or self.reserve_s < 0 or (self.deadline_s and self.reserve_s >= self.deadline_s):
+            raise ValueError(f"answer.deadline_s must be >= 0 and answer.reserve_s in [0, deadline_s); got "
+                             f"{self.deadline_s} and {self.reserve_s}")
         if not -1.0 <= self.min_sentence_cosine <= 1.0:
             raise ValueError(f"answer.min_sentence_cosine is a cosine, in [-1, 1]; got {self.min_sentence_cosine}")
         if self.answer_mode not in ("free", "choose"):
@@ -57,16 +63,26 @@ def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: Answ
     return passages, list(best), list(best.values())
 
 
+def turn_deadline(settings: AnswerSettings, start: float | None = None) -> float | None:
+    """The `time.monotonic` instant a turn begun at ``start`` (default now) must be answered by; None without a
+    deadline (``settings.deadline_s`` 0)."""
+    if not settings.deadline_s:
+        return None
+    return (time.monotonic() if start is None else start) + settings.deadline_s
+
+
 def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: AnswerSettings,
-            kb: Mapping[str, str]) -> LLMReply:
-    """One schema-bound LLM call over the retrieved passages (see `rag.llm.ask`)."""
+            kb: Mapping[str, str], deadline: float | None = None) -> LLMReply:
+    """One schema-bound LLM call over the retrieved passages (see `rag.llm.ask`), ended (and cancelled)
+    ``settings.reserve_s`` before the turn's ``deadline`` (a `time.monotonic` instant; None: only timeout_s)."""
     enum = None
     if settings.answer_mode == "choose":
         enum = list(dict.fromkeys(s for d in docs for s in split_sentences(kb[d])))
     schema = answer_schema(docs, settings.max_len, enum)
     return ask(url, build_messages(query, [(p.doc, p.text) for p in passages]), schema,
                max_tokens=settings.max_tokens, timeout_s=settings.timeout_s,
-               temperature=settings.temperature, seed=settings.seed, model=settings.model)
+               temperature=settings.temperature, seed=settings.seed, model=settings.model,
+               deadline=None if deadline is None else deadline - settings.reserve_s)
 
 
 def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceIndex,
@@ -208,12 +224,17 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
 
 
 def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,
-               settings: AnswerSettings, kb: Mapping[str, str], url: str | None) -> dict:
+               settings: AnswerSettings, kb: Mapping[str, str], url: str | None,
+               deadline: float | None = None) -> dict:
     """Retrieve, gate and (if not gated) ask the LLM for one query; the answers.jsonl row.
 
     score: the abstention signal compared with tau. url None means no server could be started:
-    the row carries error "unreachable".
+    the row carries error "unreachable". deadline: the turn's (`turn_deadline`); None starts one here (when
+    ``settings.deadline_s`` is set). The LLM gets what is left of it less ``settings.reserve_s``: past that the
+    row carries error "timeout" and the caller says the extractive sentence or the refusal in time.
     """
+    if deadline is None:
+        deadline = turn_deadline(settings)
     passages, docs, doc_scores = retrieve(index, query, vector, settings)
     row = {"id": qid, "query": query, "retrieved": docs, "retrieved_scores": [round(s, 6) for s in doc_scores],
            "score": round(score, 6),
@@ -224,7 +245,7 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     if url is None:
         row.update(error="unreachable", detail="no LLM server")
         return row
-    reply = ask_llm(url, query, passages, docs, settings, kb)
+    reply = ask_llm(url, query, passages, docs, settings, kb, deadline)
     row.update(answer=reply.answer, source=reply.source, error=reply.error, detail=reply.detail,
                first_token_ms=_ms(reply.first_token_ms), total_ms=_ms(reply.total_ms), timings=reply.timings)
     return row

@@ -104,11 +104,13 @@ def verify_rules(p: Mapping) -> VerifyRules:
 
 
 def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
-    """``p["answer"]``, ``p["llm"]`` and ``p["retrieval"]["mode"]``, with the fitted ``tau``."""
+    """``p["answer"]`` (deadline_s and reserve_s included), ``p["llm"]`` and ``p["retrieval"]["mode"]``, with the
+    fitted ``tau``."""
     a, llm = p["answer"], p["llm"]
     return AnswerSettings(k=number(p, "retrieval", "k", int), mode=p["retrieval"]["mode"], tau=float(tau),
                           refusal=a["refusal"], answer_mode=a["mode"], max_len=number(p, "answer", "max_len", int),
                           max_tokens=number(p, "llm", "max_tokens", int), timeout_s=number(p, "llm", "timeout_s"),
                           temperature=number(p, "llm", "temperature"), seed=number(p, "llm", "seed", int),
                           model=llm.get("model") or None, hybrid=hybrid_config(p),
-                          min_sentence_cosine=number(p, "answer", "min_sentence_cosine"))
+                          min_sentence_cosine=number(p, "answer", "min_sentence_cosine"),
+                          deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"))

@@ -9,11 +9,14 @@ as ``LLMReply.error`` (a short reason code) and never as an answer.
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
 SYSTEM_PROMPT = (
     "You answer phone callers' questions using ONLY the documents below. "
@@ -22,7 +25,7 @@ SYSTEM_PROMPT = (
 )
 
 # Reason codes a failed call can carry (reported as counts in the final metrics).
-ERRORS = ("unreachable", "connection_lost", "timeout", "http_error", "bad_stream", "truncated", "invalid_json",
+ERRORS = ("unreachable", "busy", "connection_lost", "timeout", "http_error", "bad_stream", "truncated", "invalid_json",
           "schema_violation", "source_not_in_enum", "citation_not_in_enum")
 
 
@@ -145,15 +148,34 @@ def validate(content: str, schema: dict) -> tuple[str | None, str | None, str | 
     return answer, source, None, ""
 
 
+CONNECT_S = 2.0  # longest wait for a TCP connection (loopback or LAN); longer means nobody is listening in time
+BUSY_STATUSES = (429, 503)  # llama.cpp: 503 while loading / when it has no free slot; 429: a proxy's rate limit
+
+
 def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeout_s: float,
-        temperature: float = 0.0, seed: int = 0, model: str | None = None) -> LLMReply:
+        temperature: float = 0.0, seed: int = 0, model: str | None = None,
+        deadline: float | None = None) -> LLMReply:
     """POST ``/v1/chat/completions`` (streamed) with ``response_format`` json_schema; validate.
 
     ``schema``: an `answer_schema` (validated by `validate`, sets answer/source) or a `cited_schema`
-    (validated by `validate_cited`, sets answer/citations). ``timeout_s`` bounds the whole call
-    (connect + generation); ``raw`` keeps the streamed text even when validation fails. Never raises for server faults:
-    they come back as ``LLMReply.error`` in `ERRORS`.
+    (validated by `validate_cited`, sets answer/citations). ``raw`` keeps the streamed text even when validation
+    fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`.
+
+    The call ends by ``min(now + timeout_s, deadline)`` (``deadline``: a `time.monotonic` instant, the turn's):
+    the wait for the response headers is a read timeout of that budget, and from the headers on a watchdog
+    shuts the socket down at the end, so a stalled or slow stream cannot outlive it; closing the connection is
+    what cancels the request (llama.cpp drops a task whose client is gone). Reasons: ``unreachable`` (no TCP
+    connection: refused, or none within `CONNECT_S`; accepted then dropped is ``connection_lost``), ``busy`` (HTTP 429/503: loading or no free slot),
+    ``timeout`` (connected, but the answer did not finish in time; also when no time was left to ask).
     """
+    reply = LLMReply()
+    start = time.perf_counter()
+    now = time.monotonic()
+    budget = timeout_s if deadline is None else min(timeout_s, deadline - now)
+    if budget <= 0:
+        reply.error, reply.detail = "timeout", "no time left in the turn's deadline"
+        return _done(reply, start)
+    end = now + budget
     body = {
         "messages": messages, "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
         "stream": True,
@@ -161,19 +183,24 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     }
     if model:
         body["model"] = model
-    reply = LLMReply()
-    start = time.perf_counter()
     parts: list[str] = []
+    connect_s = min(CONNECT_S, budget)
+    responded = False
+    watchdog: _Watchdog | None = None
     try:
         with requests.post(url.rstrip("/") + "/v1/chat/completions", json=body, stream=True,
-                           timeout=(min(5.0, timeout_s), timeout_s)) as r:
+                           timeout=(connect_s, budget)) as r:
+            responded = True
+            watchdog = _Watchdog(r, end)
+            if r.status_code in BUSY_STATUSES:
+                reply.error, reply.detail = "busy", f"HTTP {r.status_code}: {r.text[:200]}"
+                return _done(reply, start)
             if r.status_code != 200:
                 reply.error, reply.detail = "http_error", f"HTTP {r.status_code}: {r.text[:200]}"
                 return _done(reply, start)
             for line in r.iter_lines():
-                if time.perf_counter() - start > timeout_s:
-                    reply.error, reply.detail = "timeout", f"over {timeout_s} s"
-                    return _done(reply, start)
+                if time.monotonic() > end:
+                    break
                 if not line.startswith(b"data: "):
                     continue
                 data = line[6:]
@@ -197,15 +224,30 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                         parts.append(piece)
                     reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
     except requests.ConnectTimeout as e:
-        reply.error, reply.detail = "unreachable", str(e)[:200]
-    except requests.Timeout as e:
-        reply.error, reply.detail = "timeout", str(e)[:200]
+        reply.error = "timeout" if connect_s >= budget else "unreachable"
+        reply.detail = str(e)[:200]
+    except requests.Timeout as e:  # no response headers within the budget (queued behind busy slots, or slow)
+        reply.error, reply.detail = "timeout", f"no response within {budget:.2f} s: {str(e)[:150]}"
     except requests.ConnectionError as e:
-        reply.error = "connection_lost" if parts or reply.finish_reason else "unreachable"
+        # requests reports a read timeout while streaming as a ConnectionError: connected means not unreachable
+        if not responded:  # refused / no route: unreachable; accepted, then dropped before answering: lost
+            reason = getattr(e.args[0], "reason", None) if e.args else None
+            reply.error = "unreachable" if isinstance(reason, NewConnectionError) else "connection_lost"
+        elif "timed out" in str(e) or time.monotonic() >= end:
+            reply.error = "timeout"
+        else:
+            reply.error = "connection_lost"
         reply.detail = str(e)[:200]
     except (requests.RequestException, json.JSONDecodeError) as e:
         reply.error, reply.detail = "connection_lost", f"bad stream: {str(e)[:200]}"
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     reply.raw = "".join(parts)
+    if (watchdog is not None and watchdog.fired) or (not reply.error and time.monotonic() > end
+                                                     and reply.finish_reason is None):
+        reply.error = "timeout"
+        reply.detail = f"cancelled at the deadline ({budget:.2f} s budget){'; ' + reply.detail if reply.detail else ''}"
     if reply.error:
         return _done(reply, start)
     if reply.finish_reason == "length":
@@ -219,6 +261,31 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     else:
         reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
     return _done(reply, start)
+
+
+class _Watchdog:
+    """Shuts a streamed response's socket down at ``end`` (`time.monotonic`): a reader blocked in recv wakes up
+    with an error or end of stream, and the server sees its client gone. ``fired``: it did."""
+
+    def __init__(self, response: requests.Response, end: float):
+        self.response, self.fired = response, False
+        self.timer = threading.Timer(max(0.0, end - time.monotonic()), self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        sock = getattr(getattr(self.response.raw, "connection", None), "sock", None)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+            else:
+                self.response.close()
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        self.timer.cancel()
 
 
 def _done(reply: LLMReply, start: float) -> LLMReply:

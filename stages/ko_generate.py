@@ -80,7 +80,7 @@ def run() -> None:
     cap = int(g["passage_max_chars"])
     pid_row = {x["_id"]: i for i, x in enumerate(passages)}
 
-    llm = {**p["llm"], "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"])}
+    llm = {**p["llm"], "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}
     rows, cells_rows = [], {}
     call_ms = []
     with llm_url({"llm": llm}) as url:

@@ -9,10 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Stub:
     """Serves one canned behaviour on 127.0.0.1:<free port>: ``content`` streamed in pieces,
-    ``finish_reason``, an HTTP ``status``, or a ``delay_s`` before answering."""
+    ``finish_reason``, an HTTP ``status``, or a ``delay_s`` before answering; ``piece_delay_s`` between
+    streamed pieces (a slow model). ``disconnected`` is set when a write finds the client gone (it cancelled)."""
 
     def __init__(self, content: str = "", finish_reason: str = "stop", status: int = 200, delay_s: float = 0.0,
-                 events: list[str] | None = None):
+                 events: list[str] | None = None, piece_delay_s: float = 0.0):
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,7 +37,12 @@ class Stub:
                     return
                 pieces = [stub.content[i:i + 4] for i in range(0, len(stub.content), 4)]
                 for p in pieces:
-                    self._event({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                    try:
+                        self._event({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                    except OSError:  # BrokenPipe / ConnectionReset: the client closed the connection
+                        stub.disconnected.set()
+                        return
+                    time.sleep(stub.piece_delay_s)
                 self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": stub.finish_reason}],
                              "timings": {"predicted_n": len(pieces)}})
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -46,7 +52,8 @@ class Stub:
                 self.wfile.flush()
 
         self.content, self.finish_reason, self.status, self.delay_s = content, finish_reason, status, delay_s
-        self.events = events
+        self.events, self.piece_delay_s = events, piece_delay_s
+        self.disconnected = threading.Event()
         self.requests: list[dict] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

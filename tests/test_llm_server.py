@@ -28,7 +28,7 @@ def fixture_set(params):
 def test_json_valid_and_source_in_enum(params, fixture_set):
     index, kb, rewritten, vectors = fixture_set
     # A generous timeout: this test checks the JSON contract, not speed (2 loaded cores are slow).
-    settings = replace(config.answer_settings(params, tau=0.0), timeout_s=120.0)
+    settings = replace(config.answer_settings(params, tau=0.0), timeout_s=120.0, deadline_s=0.0)
     with LocalServer() as server:
         rows = [answer_row(q, rewritten[q], index, vectors[q], 1.0, settings, kb, server.url)
                 for q in list(rewritten)[:6]]
