@@ -1,0 +1,33 @@
+"""Stage `transcribe_adversarial` (frozen): the recogniser's form (`asr`) of the spoken adversarial questions.
+
+The English spoken attacks of fixtures/adversarial/questions.jsonl (`rag.adversarial.has_asr_form`: not JSON, not
+the very long or very short transcripts) through the same TTS -> ASR chain and params.yaml `transcribe` settings as
+stage `transcribe` (clean, no noise), into fixtures/adversarial/queries.jsonl ``{id, spoken, asr}``. Needs the
+`voice` extra and sox; run by hand:
+    PYTHONPATH=. python stages/transcribe_adversarial.py
+"""
+from importlib.metadata import version
+
+from rag.adversarial import has_asr_form, load_rows
+from rag.io import read_params, write_jsonl
+from rag.speech import transcribe_text
+
+SRC, DST = "fixtures/adversarial/questions.jsonl", "fixtures/adversarial/queries.jsonl"
+
+
+def main():
+    p = read_params("params.yaml")["transcribe"]
+    name, want = p["tts_voice"].split("==")
+    if version(name) != want:
+        raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")
+    out = []
+    for r in load_rows(SRC):
+        if has_asr_form(r):
+            asr = transcribe_text(r["spoken"], None, p["samprate"], p["chunk_bytes"])
+            out.append({"id": r["id"], "spoken": r["spoken"], "asr": asr})
+            print(f"{r['id']}: {asr}", flush=True)
+    write_jsonl(DST, out)
+
+
+if __name__ == "__main__":
+    main()
