@@ -20,6 +20,9 @@ from pathlib import Path
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: params.yaml, models/, fixtures/
 COMPARE_TABLES = ("metrics/ko/retrieval.md", "metrics/voice/compare.md")
+STATUSES = ("Statuses: llm = the model's answer, verified against the cited document (reason verified); extractive = "
+            "a KB sentence said instead (the reason says why); refused = the caller is transferred (gate score under "
+            "tau, or nothing verifiable to say).")
 PATH_KEYS = (("select", "model_dir"), ("ko", "data_dir"))  # params paths, relative to the params file's folder
 
 
@@ -31,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(sp):
         sp.add_argument("--params", default=str(ROOT / "params.yaml"),
-                        help="params file; relative paths inside it are relative to its folder (default: the "
-                             "project's params.yaml)")
+                        help="a params file holding only what it changes from the project's params.yaml (e.g. "
+                             "answer: {refusal: ...}); relative paths inside it are relative to its folder")
         sp.add_argument("--llm-url", help="use this OpenAI-compatible server instead of starting the packaged one")
         sp.add_argument("--gate", default=str(ROOT / "models" / "gate.json"),
                         help="the gate file to apply (default: the shipped models/gate.json)")
@@ -43,9 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="print machine-readable JSON instead of text")
 
     run = sub.add_parser("run", help="answer every question of a queries file from a KB folder",
-                         description="Statuses: llm = the model's answer, verified against the cited document; "
-                                     "extractive = a KB sentence said instead (the reason says why); refused = the "
-                                     "caller is transferred (gate score under tau, or nothing verifiable to say).")
+                         description=STATUSES)
     run.add_argument("kb", help="folder of *.md files (# Title, paragraphs separated by blank lines)")
     run.add_argument("queries", help="queries.jsonl: id, asr required; context (an earlier id) optional; labels "
                                      "relevant, answerable, facts optional (then metrics are printed)")
@@ -53,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="refit the gate on these labelled questions instead of applying the shipped one "
                           "(in-sample: its refusal numbers are optimistic)")
     common(run)
-    ask_p = sub.add_parser("ask", help="answer one question (Korean or English) and show the evidence")
-    ask_p.add_argument("question")
+    ask_p = sub.add_parser("ask", help="answer one question (Korean or English) and show the evidence",
+                           description=STATUSES)
+    ask_p.add_argument("question", help="the question as typed or as the recogniser heard it")
     ask_p.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
                        help="folder of *.md files (default: the clinic KB)")
     ask_p.add_argument("--context", help="the previous question, for a follow-up (\"and on sunday?\")")
@@ -71,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         return _compare()
 
     from rag.gate import GateMismatch, ThresholdError
-    from rag.io import InputError, normalise_text, read_params
+    from rag.io import InputError, normalise_text
 
     # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        p = _with_paths(read_params(args.params), Path(args.params).resolve().parent)
+        p = _params(args.params)
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
         if args.command == "ask":
@@ -101,6 +103,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _params(path: str) -> dict:
+    """The project's params.yaml, overridden key by key by the file at ``path`` when it is another one (mappings
+    merged, lists and values replaced): a user's params file holds only what it changes. Raises InputError as
+    `rag.io.read_params` does."""
+    from rag.io import read_params
+
+    default = ROOT / "params.yaml"
+    p = _with_paths(read_params(default), ROOT)
+    if Path(path).resolve() != default.resolve():
+        _merge(p, _with_paths(read_params(path), Path(path).resolve().parent))
+    return p
+
+
+def _merge(base: dict, over: dict) -> None:
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
+
+
 def _with_paths(p: dict, base: Path) -> dict:
     """``p`` with the relative paths of `PATH_KEYS` made relative to ``base`` (the params file's folder), so
     the CLI works from any directory."""
@@ -123,9 +146,6 @@ def _gate(args):
 def _run(p: dict, args) -> int:
     from rag.pipeline import run_chain
 
-    if args.fit_gate:
-        print(f"fitting the gate on the labels of {args.queries} (in-sample; the shipped gate is not used)",
-              file=sys.stderr)
     result = run_chain(args.kb, args.queries, p, _gate(args), args.cache_dir, progress=True, warn=_warn)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
@@ -164,11 +184,11 @@ def _summary(result: dict) -> str:
 
 
 def _compare() -> int:
-    found = [Path(t) for t in COMPARE_TABLES if Path(t).is_file()]
+    found = [t for t in COMPARE_TABLES if (ROOT / t).is_file()]
     for t in found:
-        print(f"== {t}\n{t.read_text(encoding='utf-8')}")
+        print(f"== {t}\n{(ROOT / t).read_text(encoding='utf-8')}")
     if not found:
-        print(f"error: none of {', '.join(COMPARE_TABLES)} exists (run dvc repro)", file=sys.stderr)
+        print(f"error: none of {', '.join(COMPARE_TABLES)} exists under {ROOT} (run make repro there)", file=sys.stderr)
         return 2
     return 0
 

@@ -94,7 +94,7 @@ def run_cli(args, capsys):
     ("", "expected a mapping of sections"),
     ("[a, b]", "expected a mapping of sections"),
     ("retrieval: [a: b", "invalid YAML"),
-    ("voice: {}\n", "missing key"),
+    ("retrieval: {k: many}\n", "retrieval.k must be a number, got 'many'"),
 ])
 def test_bad_params_files(small_kb, tmp_path, capsys, params_text, message):
     params = tmp_path / "p.yaml"

@@ -127,7 +127,7 @@ def test_fit_gate_refits_on_labelled_questions(museum, capsys, tmp_path):
                                             "facts": labels[q["id"]][1]}) + "\n" for q in QUESTIONS if q["id"] in labels))
     args = ["run", str(kb), str(labelled), "--llm-url", DOWN, "--cache-dir", str(cache), "--json"]
     code, out, err = cli([*args, "--fit-gate"], capsys)
-    assert code == 0 and "fitting the gate on the labels of" in err
+    assert code == 0
     result = json.loads(out)
     assert result["gate"]["source"] == f"fitted here on 5 questions of {labelled} (in-sample)"
     assert result["gate"]["fitted_on"]["answerable"] == 4
@@ -178,3 +178,17 @@ def test_a_broken_cache_entry_is_rebuilt(museum):
     again = open_kb(kb, cache_dir=cache)
     assert again.cached is False and again.index.vectors.shape == (7, 384)
     assert open_kb(kb, cache_dir=cache).cached is True
+
+
+def test_a_params_file_holds_only_what_it_changes(museum, capsys, tmp_path):
+    kb, _, cache = museum
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("answer:\n  refusal: Sorry, ask the museum desk.\n")
+    code, out, err = cli(["ask", "who won the football game last night", "--kb", str(kb), "--params", str(mine),
+                          "--llm-url", DOWN, "--cache-dir", str(cache)], capsys)
+    assert (code, out) == (0, "answer: Sorry, ask the museum desk.\nsource: none\nstatus: refused (below_tau)\n")
+
+
+def test_compare_from_any_directory(museum, capsys):
+    code, out, _ = cli(["compare"], capsys)
+    assert code == 0 and "== metrics/voice/compare.md\n" in out
