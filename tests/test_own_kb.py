@@ -192,3 +192,11 @@ def test_a_params_file_holds_only_what_it_changes(museum, capsys, tmp_path):
 def test_compare_from_any_directory(museum, capsys):
     code, out, _ = cli(["compare"], capsys)
     assert code == 0 and "== metrics/voice/compare.md\n" in out
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["ask"]])
+def test_help_is_plain_text(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and out.startswith("usage: rag") and "`" not in out
