@@ -146,7 +146,9 @@ def _read(f: Path) -> str:
     return text
 
 
-def _files(folder: str | Path) -> list[Path]:
+def kb_files(folder: str | Path) -> list[Path]:
+    """The ``*.md`` files of a KB folder, in name order. Raises InputError if the folder is missing, holds no .md
+    file, or one of them is not a readable file."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: knowledge-base folder not found")
@@ -167,7 +169,7 @@ def chunk_folder(folder: str | Path, allow_instructions: bool = False) -> list[P
     readable UTF-8 file, or yields no passage at all (for example heading-only files).
     """
     passages = []
-    for f in _files(folder):
+    for f in kb_files(folder):
         passages.extend(chunk_document(f.stem, _read(f), source=str(f), allow_instructions=allow_instructions))
     if not passages:
         held = 0 if allow_instructions else len(quarantine_report(folder))
@@ -193,7 +195,7 @@ def load_kb(folder: str | Path, allow_instructions: bool = False) -> dict[str, s
 def kb_blocks(folder: str | Path) -> list[tuple[Path, list[Block]]]:
     """Every ``*.md`` of ``folder`` (name order) with its `blocks`. Raises InputError like `chunk_folder` for a
     missing folder, one without .md files or an unreadable file."""
-    return [(f, blocks(_read(f))) for f in _files(folder)]
+    return [(f, blocks(_read(f))) for f in kb_files(folder)]
 
 
 def quarantine_report(folder: str | Path) -> list[dict]:

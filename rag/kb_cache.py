@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from rag.chunk import Passage, chunk_folder, load_kb, quarantine_report
-from rag.io import InputError, read_jsonl, write_jsonl
+from rag.chunk import Passage, chunk_folder, kb_files, load_kb, quarantine_report
+from rag.io import read_jsonl, write_jsonl
 from rag.search import HybridConfig, PassageIndex
 from rag.sentences import SentenceIndex
 
@@ -53,19 +53,12 @@ def fingerprint(folder: str | Path, allow_instructions: bool = False) -> str:
     ``allow_instructions``. Raises InputError when the folder is missing or holds no .md file."""
     from rag.embed import embedder_id
 
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError(f"{folder}: knowledge-base folder not found")
-    files = sorted(folder.glob("*.md"))
-    if not files:
-        raise InputError(f"{folder}: no .md files")
+    files = kb_files(folder)
     h = hashlib.sha256(embedder_id().encode() + (b"\0allow_instructions" if allow_instructions else b""))
     here = Path(__file__).resolve().parent
     for name in _CODE:
         h.update((here / name).read_bytes())
     for f in files:
-        if not f.is_file():
-            raise InputError(f"{f}: not a readable file (a folder or a broken link)")
         h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
@@ -102,9 +95,7 @@ def _open(folder, config, cache_dir, progress, allow_instructions) -> KnowledgeB
     embedder = get_embedder()
     vectors = embedder.embed([p.text for p in passages], progress="embedding passages" if progress else None)
     docs = load_kb(folder, allow_instructions)
-    rows = [(d, i, s) for d, i, s in SentenceIndex.rows_of(docs)]
-    sentences = SentenceIndex(rows, embedder.embed([s for _, _, s in rows], "embedding sentences" if progress else None)
-                              if rows else np.zeros((0, 384), np.float32))
+    sentences = SentenceIndex.build(docs, embedder, "embedding sentences" if progress else None)
     kb = KnowledgeBase(PassageIndex(passages, vectors, config), docs, sentences, key, False, quarantine_report(folder))
     _write_entry(entry, kb)
     return kb

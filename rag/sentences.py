@@ -36,15 +36,16 @@ class SentenceIndex:
             self._by_doc.setdefault(doc, []).append(i)
 
     @classmethod
-    def build(cls, kb: Mapping[str, str], embedder=None) -> "SentenceIndex":
+    def build(cls, kb: Mapping[str, str], embedder=None, progress: str | None = None) -> "SentenceIndex":
         """Split every document of ``kb`` (``{doc: text}``, in its order) and embed all sentences in one
-        batched call (``embedder.embed``, default `rag.embed.get_embedder`)."""
+        batched call (``embedder.embed``, default `rag.embed.get_embedder`; ``progress``: a tqdm bar label, as
+        `rag.embed.MiniLMEmbedder.embed` takes it)."""
         rows = cls.rows_of(kb)
         if embedder is None:
             from rag.embed import get_embedder
 
             embedder = get_embedder()
-        vectors = embedder.embed([s for _, _, s in rows]) if rows else np.zeros((0, 384), np.float32)
+        vectors = embedder.embed([s for _, _, s in rows], progress) if rows else np.zeros((0, 384), np.float32)
         return cls(rows, vectors)
 
     @staticmethod
