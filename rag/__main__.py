@@ -1,9 +1,12 @@
-"""Command line: ``rag run KB_FOLDER QUERIES.jsonl``, ``rag ask "question" [--kb KB_FOLDER]``, ``rag compare``.
+"""Command line: ``rag run KB_FOLDER QUERIES.jsonl``, ``rag ask "question" [--kb KB_FOLDER] [--session ID]``,
+``rag chat [--kb KB_FOLDER] [--session ID]``, ``rag forget --session ID``, ``rag compare``.
 
 ``run`` answers every question of a queries file (only ``id`` and ``asr`` needed) from a folder of Markdown
 files with the shipped gate (models/gate.json, fitted on the clinic fixture); labelled questions also get the
 metrics, and ``--fit-gate`` refits the gate on them instead (in-sample). ``ask`` answers one question (Korean
-or English; the track is detected by Hangul characters when not given) and shows the evidence. The KB is
+or English; the track is detected by Hangul characters when not given) and shows the evidence. ``chat`` is a
+call: a question per line, follow-ups resolved from the call's earlier turns (`rag.followup`), the turns kept in
+a memory store (`rag.memory`; ``ask --session`` adds one turn to a call, ``forget`` deletes one). The KB is
 embedded once and cached by content hash (`rag.kb_cache`). Bad input exits 2 with one line naming the file and
 line. Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, `rag.ko_answer`.
 """
@@ -59,9 +62,27 @@ def _parser() -> argparse.ArgumentParser:
     ask_p.add_argument("question", help="the question as typed or as the recogniser heard it")
     ask_p.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
                        help="folder of *.md files (default: the clinic KB)")
-    ask_p.add_argument("--context", help="the previous question, for a follow-up (\"and on sunday?\")")
+    turn = ask_p.add_mutually_exclusive_group()
+    turn.add_argument("--context", help="the previous question, for a follow-up (\"and on sunday?\")")
+    turn.add_argument("--session", help="a call's id: the question is resolved against the call's earlier turns "
+                                        "(kept in the memory store, see chat) and recorded as its next turn")
     ask_p.add_argument("--track", choices=("ko", "voice"), help="default: ko if the question has Hangul")
+    ask_p.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash")
     common(ask_p)
+    chat = sub.add_parser("chat", help="a call: one question per line on stdin, follow-ups resolved from the call",
+                          description=STATUSES + " Follow-ups (\"what about sunday\", \"when does she work\", \"and "
+                          "for a cat\") are resolved from the call's earlier turns; one with nothing before it gets a "
+                          "clarifying question. Turns are kept in memory.url ($RAG_MEMORY_URL; default an embedded "
+                          "SQLite file in the cache folder) for memory.ttl_min minutes.")
+    chat.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
+                      help="folder of *.md files (default: the clinic KB)")
+    chat.add_argument("--session", help="continue this call (default: a new id, printed)")
+    chat.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash")
+    common(chat)
+    forget = sub.add_parser("forget", help="delete a call's turns from every memory store")
+    forget.add_argument("--session", required=True, help="the call's id")
+    forget.add_argument("--params", default=str(ROOT / "params.yaml"), help="as for run")
+    forget.add_argument("--cache-dir", help="as for run")
     sub.add_parser("compare", help="print the retrieval compare tables")
     return parser
 
@@ -79,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         p = _params(args.params)
+        if args.command == "forget":
+            return _forget(p, args)
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
         if args.command == "ask":
@@ -86,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             if not question.strip():
                 raise InputError("the question is empty")
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
+            if track == "ko" and args.session:
+                raise InputError("--session is for the voice track (English) only")
             return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p, args)
+        if args.command == "chat":
+            return _chat(p, args)
         return _run(p, args)
     except GateMismatch as e:
         print(f"error: {args.gate}: {e} (fit one for these settings: `rag run KB QUERIES --fit-gate` on labelled "
@@ -222,33 +249,100 @@ def _ask_ko(question: str, p: dict) -> int:
     return 0
 
 
-def _ask_voice(question: str, p: dict, args) -> int:
-    """One typed question through the voice turn (`rag.pipeline.answer_question`) on ``--kb`` with the shipped
-    gate; the KB comes from the cache when it was embedded before."""
+def _voice_kb(p: dict, args):
+    """``(gate, KB)`` for a voice-track command: params and the shipped gate checked, the KB from the cache."""
     from rag import config, quarantine
     from rag.kb_cache import open_kb
-    from rag.pipeline import answer_question, check_gate, llm_url
+    from rag.pipeline import check_gate
 
     gate = _gate(args)
     config.check(p)
     check_gate(gate, p)
-    kb = open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True,
-                 allow_instructions=quarantine.allowed(p), warn=_warn)
+    return gate, open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True,
+                         allow_instructions=quarantine.allowed(p), warn=_warn)
+
+
+def _memory(p: dict, args):
+    """The memory stores of ``p["memory"]`` (environment overrides applied, `rag.memory.open_memory`)."""
+    from rag.memory import open_memory
+
+    m = p["memory"]
+    return open_memory(m["url"], m["archive_url"], float(m["ttl_min"]), float(m["retention_days"]), args.cache_dir,
+                       warn=_warn)
+
+
+def _ask_voice(question: str, p: dict, args) -> int:
+    """One typed question through the voice turn (`rag.pipeline.answer_question`, or `answer_turn` in a
+    ``--session``) on ``--kb`` with the shipped gate; the KB comes from the cache when it was embedded before."""
+    from rag.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
+
+    gate, kb = _voice_kb(p, args)
     with llm_url(p, _warn) as url:
-        final, row = answer_question(question, p, gate, url, kb, args.context)
-    out = {"question": question, "context": args.context, "query": row["query"],
-           "retrieved": [[d, s] for d, s in zip(row["retrieved"], row["retrieved_scores"])],
-           "gate_score": row["score"], "tau": gate.tau, "signal": gate.signal, "kb_cached": kb.cached,
-           "status": final["status"], "reason": final["reason"], "say": final["say"], "source": final["source"],
-           "llm_error": row["error"]}
+        if args.session:
+            memory = _memory(p, args)
+            final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
+                                          follow_up_resolver(kb, p), args.caller)
+        else:
+            (final, row), res = answer_question(question, p, gate, url, kb, args.context), None
+    out = {"question": question, "context": args.context, "session": args.session,
+           "resolved_as": res.kind if res else None, "query": row["query"] if row else res.query,
+           "retrieved": [[d, s] for d, s in zip(row["retrieved"], row["retrieved_scores"])] if row else [],
+           "gate_score": row["score"] if row else None, "tau": gate.tau, "signal": gate.signal,
+           "kb_cached": kb.cached, "status": final["status"], "reason": final["reason"], "say": final["say"],
+           "source": final["source"], "llm_error": row["error"] if row else None}
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     print(f"answer: {out['say']}\nsource: {out['source']}\nstatus: {out['status']} ({out['reason']})")
     if args.explain:
         _explain(out)
-        for doc in row["retrieved"]:
+        for doc in row["retrieved"] if row else ():
             print(f"\n[{doc}]\n{kb.docs[doc]}")
+    return 0
+
+
+def _chat(p: dict, args) -> int:
+    """A call on stdin: one question per line until an empty line or end of input (`rag.pipeline.answer_turn`)."""
+    import uuid
+
+    from rag.io import normalise_text
+    from rag.pipeline import answer_turn, follow_up_resolver, llm_url
+
+    gate, kb = _voice_kb(p, args)
+    memory, session = _memory(p, args), args.session or uuid.uuid4().hex[:12]
+    resolver = follow_up_resolver(kb, p)
+    interactive = sys.stdin.isatty()
+    print(f"session {session} (memory: {memory.name}); one question per line, an empty line ends the call",
+          file=sys.stderr)
+    with llm_url(p, _warn) as url:
+        while True:
+            if interactive:
+                print("> ", end="", file=sys.stderr, flush=True)
+            line = sys.stdin.readline()
+            question = normalise_text(line).strip()
+            if not question:
+                break
+            final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
+            out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
+                   "status": final["status"], "reason": final["reason"], "say": final["say"],
+                   "source": final["source"]}
+            if args.json:
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+                continue
+            if not interactive:
+                print(f"caller: {question}")
+            print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
+            if args.explain:
+                print(f"  resolved as {res.kind}: {res.query!r}"
+                      + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
+                         if row else ""))
+    print(f"session {session} ended; `rag forget --session {session}` deletes it", file=sys.stderr)
+    return 0
+
+
+def _forget(p: dict, args) -> int:
+    deleted = _memory(p, args).forget(args.session)
+    print(f"session {args.session}: deleted " + ", ".join(f"{n} from {store}" for store, n in deleted.items()))
     return 0
 
 

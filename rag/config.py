@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 from rag import quarantine
 from rag.answer import AnswerSettings
 from rag.chunk import Passage
+from rag.followup import FollowUpRules
 from rag.rewrite import RewriteRules, contrast_pairs
 from rag.search import HybridConfig
 from rag.verify import VerifyRules, split_sentences
@@ -44,6 +45,7 @@ def check(p: Mapping) -> None:
     verify_rules(p)
     quarantine.allowed(p)
     answer_settings(p, 0.0)
+    follow_up_rules(p)
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
@@ -114,3 +116,10 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
                           model=llm.get("model") or None, hybrid=hybrid_config(p),
                           min_sentence_cosine=number(p, "answer", "min_sentence_cosine"),
                           deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"))
+
+
+def follow_up_rules(p: Mapping) -> FollowUpRules:
+    """``p["memory"]``: pronouns, weak_pronouns, not_referring and topic_share (`rag.followup.FollowUpRules`)."""
+    return FollowUpRules(pronouns=words(p, "memory", "pronouns"), weak_pronouns=words(p, "memory", "weak_pronouns"),
+                         not_referring=words(p, "memory", "not_referring"),
+                         topic_share=number(p, "memory", "topic_share"))

@@ -23,7 +23,9 @@ from rag.selection import AnswerScorer, load_scorer
 from rag.sentences import SentenceIndex
 
 if TYPE_CHECKING:
+    from rag.followup import Resolution, Resolver
     from rag.kb_cache import KnowledgeBase
+    from rag.memory import Memory
 
 
 def question_signals(index: PassageIndex, texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],
@@ -169,24 +171,65 @@ def latency_metrics(answers: Sequence[dict]) -> dict:
 def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
                     context: str | None = None) -> tuple[dict, dict]:
     """One typed question on ``kb`` the way a turn runs: rewrite (a follow-up against ``context``, the previous
-    question, itself rewritten first), retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
+    question, itself rewritten first), then `answer_query`. Returns what `answer_query` does."""
+    from rag.rewrite import rewrite
+
+    rules = config.rewrite_rules(p, kb.index.passages)
+    return answer_query(rewrite(question, rewrite(context, None, rules) if context else None, rules), p, gate, url,
+                        kb)
+
+
+def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
+                 start: float | None = None) -> tuple[dict, dict]:
+    """A rewritten query ``text`` on ``kb``: retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
     (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.answer.decide`,
     the answer row of `rag.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
 
-    ``answer.deadline_s`` bounds the whole turn from here: the LLM call is cancelled ``answer.reserve_s`` before
-    it (reason ``llm_timeout``) so that the fallback is said in time."""
+    ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the LLM call is
+    cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time."""
     from rag.answer import turn_deadline
-    from rag.rewrite import rewrite
 
     settings = config.answer_settings(p, gate.tau)
-    deadline = turn_deadline(settings)
-    rules = config.rewrite_rules(p, kb.index.passages)
-    text = rewrite(question, rewrite(context, None, rules) if context else None, rules)
+    deadline = turn_deadline(settings, start)
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline)
     scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer), row
+
+
+def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
+    """The `rag.followup.Resolver` of ``kb`` (its documents' word statistics, the rewrite rules with its contrast
+    pairs, ``memory``'s follow-up cues): build once per KB."""
+    from rag.followup import Resolver
+
+    return Resolver(kb.docs, config.rewrite_rules(p, kb.index.passages), config.follow_up_rules(p))
+
+
+def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate: Gate, url: str | None,
+                kb: "KnowledgeBase", resolver: "Resolver", caller: str | None = None) -> tuple[dict, dict | None, "Resolution"]:
+    """One turn of a call: read the session's last ``memory.max_turns`` turns from ``memory``
+    (`rag.memory.Memory`), resolve the question against their queries (`rag.followup.Resolver`; ``resolver`` from
+    `follow_up_resolver`), answer the resolved query (`answer_query`) and record the turn (``caller``: the
+    caller id, stored only as a keyed hash). A follow-up with nothing to lean on is not answered: it says
+    ``memory.clarify`` (status refused, reason no_antecedent). Returns ``(final row, answer row or None,
+    resolution)``. Memory failures never end the turn (`rag.memory.Memory` falls back and says so)."""
+    import time
+
+    from rag.memory import Turn
+
+    start = time.monotonic()
+    history = memory.history(session, int(p["memory"]["max_turns"]))
+    res = resolver.resolve(question, [t.query for t in history if t.query])
+    if res.kind == "no_antecedent":
+        final, row = {"id": "q", "say": p["memory"]["clarify"], "source": "none", "status": "refused",
+                      "reason": "no_antecedent"}, None
+    else:
+        final, row = answer_query(res.query, p, gate, url, kb, start)
+    memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
+                       say=final["say"], status=final["status"], source=final["source"], reason=final["reason"]),
+                  caller)
+    return final, row, res
 
 
 def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate: Gate | None,

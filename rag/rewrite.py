@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from rag import numbers
@@ -44,7 +44,7 @@ class RewriteRules:
         "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90})
     openers: tuple[str, ...] = (
         "and how about", "and what about", "what about on", "what about", "how about",
-        "and on", "same for",
+        "and on", "and for", "same for",
     )
     weekdays: tuple[str, ...] = (
         "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
@@ -155,18 +155,29 @@ def rewrite(asr_text: str, context: str | None = None, rules: RewriteRules = DEF
     tail = split_follow_up(words, rules)
     if tail is None or not context:
         return " ".join(words)
-    base = normalise(context, rules)
+    return " ".join(merge_follow_up(tail, normalise(context, rules), rules))
+
+
+def merge_follow_up(tail: list[str], base: list[str], rules: RewriteRules = DEFAULT_RULES) -> list[str]:
+    """Rule 4 on normalised words: the follow-up's ``tail`` (what it says after its opener) against the earlier
+    question ``base``. A weekday in the tail replaces the base's weekdays; else a term of a swap class
+    (`RewriteRules.swap_classes`) replaces the base's term of the same class; else the tail is appended.
+
+    >>> merge_follow_up(["for", "cats"], "boarding for a dog costs".split(), replace(DEFAULT_RULES, swap_classes=(("cat", "dog"),)))
+    ['boarding', 'for', 'a', 'cat', 'costs']
+    """
+    base = list(base)
     days_in_tail = [d for d in (weekday_of(w, rules) for w in tail) if d]
     base_day_at = [i for i, w in enumerate(base) if weekday_of(w, rules)]
     if days_in_tail and base_day_at:
         for i in base_day_at:
             base[i] = days_in_tail[0]
-        return " ".join(base)
+        return base
     for terms in rules.swap_classes:
         new, old = _find_term(tail, terms), _find_term(base, terms)
         if new and old and new[2] != old[2]:
-            return " ".join(base[:old[0]] + new[2].split() + base[old[1]:])
-    return " ".join(base + tail)
+            return base[:old[0]] + new[2].split() + base[old[1]:]
+    return base + list(tail)
 
 
 def _find_term(words: list[str], terms: tuple[str, ...]) -> tuple[int, int, str] | None:

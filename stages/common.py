@@ -24,6 +24,12 @@ def gate_scores(per_query: list[dict]):
     return gate, gate.scores({r["id"]: r["signals"] for r in per_query})
 
 
+def tables_off(p: dict) -> dict:
+    """``p`` without the clinic's hand-written tables (``verify.slots``, ``verify.answer_types``): what a new KB
+    has (the held-out vet KB is always run this way)."""
+    return {**p, "verify": {**p["verify"], "slots": {}, "answer_types": {}}}
+
+
 def params() -> dict:
     """params.yaml (or the file given as ``--params PATH`` on the stage's command line), checked
     (`rag.config.check`): a bad value raises InputError naming the file and key before a stage does any work."""

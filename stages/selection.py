@@ -8,11 +8,10 @@ clinic fixture: the shipped models/gate.json), applied unchanged. LLM off: the e
 ``select.min_score_grid`` too (selection.md): the whole trade-off between refusing near misses and answering. HeySQuAD rows (report half) come from the
 fit_selection stage (the cross design's from train_cross, in models/selection-cross.json). Writes metrics/voice/selection.json (headline) and selection.md.
 """
-import copy
 import json
 import time
 
-from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params, tables_off
 from rag import selection
 from rag.chunk import load_kb
 from rag.quarantine import allowed
@@ -27,13 +26,6 @@ from rag.search import PassageIndex
 from rag.sentences import SentenceIndex
 
 KEYS = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refusal_recall", "unsupported_said")
-
-
-def tables_off(p: dict) -> dict:
-    """``p`` without the clinic's hand-written tables (slots, answer types): what a new KB has."""
-    q = copy.deepcopy(p)
-    q["verify"]["slots"], q["verify"]["answer_types"] = {}, {}
-    return q
 
 
 def typed(queries):

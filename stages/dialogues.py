@@ -1,0 +1,147 @@
+"""Stage dialogues (issue 13): multi-turn calls on the clinic and the vet KB, turn by turn, per follow-up variant.
+
+Input: fixtures/dialogues/queries.jsonl (turns in order; `asr` of what was said in the call, `standalone_asr` of the
+same question asked alone). Variants of what a turn searches for:
+- no_memory: the turn's transcript alone (rewrite rules 1-3);
+- opener_rule: the rewrite's follow-up rule against the previous turn of the dialogue, always passed as context
+  (what a caller of `rag ask --context` gets: openers only);
+- session: `rag.pipeline.answer_turn` with a session in `rag.memory` (embedded SQLite, in memory): openers,
+  pronouns and ellipsis resolved from the session's earlier resolved turns (`rag.followup`); a follow-up with
+  nothing before it gets the clarifying question (refused, reason no_antecedent);
+- standalone: the same questions asked alone (the bound the follow-ups are measured against).
+The clinic's tables apply on the clinic, none on the vet KB (as stage selection). LLM off: the extractive pick
+speaks. The follow-up cues were written on the clinic dialogues; the vet dialogues are the report set.
+Writes metrics/voice/dialogues.json and dialogues.md (tables and every session turn that went wrong).
+"""
+import time
+from collections import defaultdict
+
+from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
+from rag import config
+from rag.chunk import load_kb
+from rag.compare import markdown_table
+from rag.evaluate import embed_texts
+from rag.gate import Gate
+from rag.io import read_jsonl, write_json, write_text
+from rag.kb_cache import KnowledgeBase
+from rag.memory import Memory, open_store
+from rag.pipeline import answer_turn, follow_up_resolver, gate_function, step_answer, step_final
+from rag.quarantine import allowed
+from rag.rewrite import rewrite
+from rag.scoring import has_facts
+from rag.search import PassageIndex
+from rag.sentences import SentenceIndex
+
+DIALOGUES = ROOT / "fixtures" / "dialogues" / "queries.jsonl"
+FIELDS = ("dialogue", "kb", "turn", "id", "asr", "standalone_asr", "kind", "relevant", "answerable", "facts")
+FOLLOW_UPS = ("opener", "pronoun", "ellipsis")
+VARIANTS = ("no_memory", "opener_rule", "session", "standalone")
+
+
+def open_kbs(p: dict) -> dict:
+    """``{name: (KnowledgeBase, its params)}`` for the clinic (tables on) and the vet KB (tables off)."""
+    out = {}
+    for name, folder, q_p in (("clinic", p["voice"]["kb"], p), ("vet", p["abstain"]["transfer_kb"], tables_off(p))):
+        hc = config.hybrid_config(q_p)
+        docs = load_kb(ROOT / folder, allowed(q_p))
+        out[name] = (KnowledgeBase(PassageIndex.from_folder(ROOT / folder, hc, allowed(q_p)), docs,
+                                   SentenceIndex.build(docs), key=name, cached=False), q_p)
+    return out
+
+
+def chain_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], texts: dict[str, str]) -> list[dict]:
+    """Final rows (plus ``query`` and ``retrieved``) of every turn searched as ``texts[id]`` (context-free)."""
+    qs = [{"id": t["id"], "asr": texts[t["id"]], "context": None} for t in turns]
+    vectors = embed_texts(texts)
+    score = gate_function(gate, kb.index, q_p)
+    answers = step_answer(kb.index, qs, kb.docs, q_p, gate.tau, None,
+                          {i: score(texts[i], vectors[i]) for i in texts})
+    rows = step_final(answers, turns, kb.docs, q_p, gate.tau, kb.sentences, None)[0]
+    return [{**r, "query": a["query"], "retrieved": a["retrieved"]} for r, a in zip(rows, answers)]
+
+
+def session_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict]) -> list[dict]:
+    """Every turn through `answer_turn`, one session per dialogue, in an in-memory SQLite store."""
+    memory = Memory(open_store("sqlite://", float(q_p["memory"]["ttl_min"]) * 60))
+    resolver = follow_up_resolver(kb, q_p)
+    rows = []
+    for t in turns:
+        final, row, res = answer_turn(t["asr"], t["dialogue"], memory, q_p, gate, None, kb, resolver)
+        rows.append({**final, "id": t["id"], "query": res.query, "resolved_as": res.kind,
+                     "retrieved": row["retrieved"] if row else []})
+    return rows
+
+
+def turn_metrics(turns: list[dict], rows: list[dict], docs: dict) -> dict:
+    """recall@1/@3 over answerable turns (the retrieved documents), factual accuracy and the rest of
+    `rag.scoring.final_metrics` over all turns, and the no-antecedent turns answered."""
+    from rag.scoring import final_metrics
+
+    by = {r["id"]: r for r in rows}
+    ans = [t for t in turns if t["answerable"]]
+    hit = {k: sum(bool(set(by[t["id"]]["retrieved"][:k]) & set(t["relevant"])) for t in ans) / max(len(ans), 1)
+           for k in (1, 3)}
+    m = final_metrics(turns, rows, docs)
+    return {"n_turns": len(turns), "recall_at_1": round(hit[1], 6), "recall_at_3": round(hit[3], 6),
+            "factual_accuracy": m["factual_accuracy"], "grounded_wrong_said": m["grounded_wrong_said"],
+            "answerable_refused": m["answerable_refused"], "refusal_recall": m["refusal_recall"],
+            "no_antecedent_answered": sum(by[t["id"]]["status"] != "refused" for t in turns
+                                          if t["kind"] == "no_antecedent")}
+
+
+def run():
+    t0 = time.perf_counter()
+    p = params()
+    gate = Gate.load(GATE_PATH)
+    turns = read_jsonl(DIALOGUES, required=FIELDS)
+    kbs = open_kbs(p)
+    out, wrong = {}, []
+    for name, (kb, q_p) in kbs.items():
+        ts = [t for t in turns if t["kb"] == name]
+        rules = config.rewrite_rules(q_p, kb.index.passages)
+        opener, prev = {}, {}
+        for t in ts:  # the previous turn of the dialogue, rewritten, as the hand-passed context
+            opener[t["id"]] = rewrite(t["asr"], prev.get(t["dialogue"]), rules)
+            prev[t["dialogue"]] = opener[t["id"]]
+        rows = {"no_memory": chain_rows(kb, q_p, gate, ts, {t["id"]: rewrite(t["asr"], None, rules) for t in ts}),
+                "opener_rule": chain_rows(kb, q_p, gate, ts, opener),
+                "session": session_rows(kb, q_p, gate, ts),
+                "standalone": chain_rows(kb, q_p, gate, ts,
+                                         {t["id"]: rewrite(t["standalone_asr"], None, rules) for t in ts})}
+        follow = [t for t in ts if t["kind"] in FOLLOW_UPS]
+        out[name] = {v: {"all": turn_metrics(ts, r, kb.docs), "follow_ups": turn_metrics(follow, r, kb.docs)}
+                     for v, r in rows.items()}
+        by_kind = defaultdict(list)
+        for t, r in zip(ts, rows["session"]):
+            by_kind[t["kind"]].append(r["resolved_as"])
+        out[name]["session_resolved_as"] = {k: dict(sorted(
+            {x: v.count(x) for x in set(v)}.items())) for k, v in sorted(by_kind.items())}
+        for t, r in zip(ts, rows["session"]):
+            ok = (has_facts(r["say"], t["facts"]) if t["answerable"] and r["status"] != "refused"
+                  else r["status"] == "refused" and not t["answerable"])
+            if not ok:
+                wrong.append([t["id"], t["kind"], t["asr"].lower(), r["resolved_as"], r["query"], r["status"],
+                              r["say"][:70]])
+    gap = {n: round(out[n]["standalone"]["follow_ups"]["factual_accuracy"]
+                    - out[n]["session"]["follow_ups"]["factual_accuracy"], 6) for n in kbs}
+    out["follow_up_gap_to_standalone"] = gap  # goal: <= 0.05 on each KB
+    write_json(VOICE_METRICS / "dialogues.json", out)
+    table = [[n, v, s, m["n_turns"], f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}",
+              f"{m['factual_accuracy']:.3f}", m["grounded_wrong_said"], m["answerable_refused"],
+              m["no_antecedent_answered"]]
+             for n in kbs for v in VARIANTS for s, m in out[n][v].items()]
+    write_text(VOICE_METRICS / "dialogues.md",
+               "Multi-turn calls, per turn (recogniser transcripts, LLM off; clinic: cues written on it, vet: held "
+               "out, tables off)\n\n"
+               + markdown_table(["KB", "variant", "turns", "n", "recall@1", "recall@3", "factual accuracy",
+                                 "grounded wrong said", "answerable refused", "no-antecedent answered"], table)
+               + f"\nFollow-up turns' factual accuracy, standalone minus session (goal <= 0.05): {gap}\n\n"
+               + "How the session resolved each kind of turn: "
+               + "; ".join(f"{n}: {out[n]['session_resolved_as']}" for n in kbs)
+               + "\n\nSession turns that went wrong:\n\n"
+               + markdown_table(["turn", "kind", "heard", "resolved as", "query", "status", "said"], wrong))
+    print(open(VOICE_METRICS / "dialogues.md").read())
+    print(f"dialogues: {time.perf_counter() - t0:.0f} s")
+
+
+main(run)

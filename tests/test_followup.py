@@ -1,0 +1,96 @@
+"""Follow-up resolution in a session (rag.followup): openers, pronouns, ellipsis, nothing to lean on."""
+import pytest
+
+from rag import config
+from rag.chunk import load_kb
+from rag.followup import FollowUpRules, Resolution, Resolver
+from rag.rewrite import RewriteRules
+from rag.search import PassageIndex
+
+DOCS = {  # five documents: "cost" and "dog" are everywhere, "pharmacy", "patel", "boarding" in one each
+    "hours": "We are open from 8 a.m. to 6 p.m. on weekdays. On Saturday we open at 9 a.m. A visit for a dog costs $50.",
+    "pharmacy": "The pharmacy opens at 10 a.m. on Saturday. The pharmacy is closed on Sunday. Dog pills cost $9.",
+    "doctors": "Doctor Patel works on Monday and Tuesday. Doctor Kim works on Friday. A dog check costs $40.",
+    "boarding": "Boarding for a dog costs $45 a night. Boarding for a cat costs $28 a night.",
+    "parking": "Parking is free for patients. A dog wash costs $20.",
+}
+
+
+def resolve_all(resolver, turns):
+    history, out = [], []
+    for t in turns:
+        r = resolver.resolve(t, history)
+        out.append((r.kind, r.query))
+        if r.query:
+            history.append(r.query)
+    return out
+
+
+@pytest.fixture
+def resolver():
+    return Resolver(DOCS, RewriteRules(swap_classes=(("cat", "dog"),)))
+
+
+def test_pronoun_is_replaced_by_the_earlier_topic(resolver):
+    assert resolve_all(resolver, ["Who is doctor Patel?", "Um, when does she work?"]) == [
+        ("standalone", "who is doctor patel"), ("pronoun", "when does doctor patel work")]
+
+
+def test_weak_pronoun_takes_the_topic_and_its_own_weekday_wins(resolver):
+    got = resolve_all(resolver, ["what time does the pharmacy open on saturday", "is it open on sunday"])
+    # "saturday" gives way to the turn's own "sunday"; the words the turn already says are not repeated
+    assert got[1] == ("pronoun", "is time pharmacy open on sunday")
+
+
+def test_opener_and_ellipsis_swap_a_contrasted_term(resolver):
+    got = resolve_all(resolver, ["how much is boarding for a dog", "and for a cat?", "what about a dog"])
+    assert got == [("standalone", "how much is boarding for a dog"), ("opener", "how much is boarding for a cat"),
+                   ("opener", "how much is boarding for a dog")]
+    # no opener, nothing specific of its own ("how much"): merged with the last topic
+    assert resolver.resolve("how much", ["is parking free"]) == Resolution("is parking free how much", "ellipsis",
+                                                                          "is parking free")
+    # "it" in "does it cost" refers to nothing, but "cost" is in every document: still nothing specific
+    assert resolver.resolve("how much does it cost", ["is parking free"]).query == "is parking free how much does it cost"
+
+
+def test_a_follow_up_with_nothing_before_it_is_not_guessed(resolver):
+    assert resolver.resolve("what about the saturday").kind == "no_antecedent"
+    assert resolver.resolve("and when does she work?").kind == "no_antecedent"
+    assert resolver.resolve("what about the saturday").query == ""
+
+
+def test_first_turns_are_questions_not_follow_ups(resolver):
+    # an ellipsis or a weak pronoun beside a topic of its own opens a call as a standalone question
+    assert resolver.resolve("what time do you open").kind == "standalone"
+    assert resolver.resolve("is it free to park").kind == "standalone"
+    assert resolver.resolve("is there parking").kind == "standalone"
+    assert resolver.resolve("how long does it take to board a dog").kind == "standalone"
+
+
+def test_a_question_with_its_own_topic_is_not_merged(resolver):
+    assert resolver.resolve("do you sell dog pills at the pharmacy", ["who is doctor patel"]).kind == "standalone"
+    # a word the KB lacks is the question's own (an entity it does not hold, or a misheard word)
+    assert resolver.resolve("do you see rabbits", ["how much is boarding for a dog"]) .query == "do you see rabbits"
+
+
+def test_a_chain_keeps_the_topic_two_turns_back(resolver):
+    got = resolve_all(resolver, ["how much is boarding for a dog", "what about a cat", "is it free"])
+    assert got[2] == ("pronoun", "is boarding cat free")
+
+
+def test_specific_words_come_from_document_frequencies(resolver):
+    assert resolver.specific(["pharmacy", "cost", "dog", "patel", "zebra"]) == ["pharmacy", "patel", "zebra"]
+    wide = Resolver(DOCS, rules=FollowUpRules(topic_share=1.0))
+    assert wide.specific(["cost", "dog"]) == ["cost", "dog"]
+    with pytest.raises(ValueError, match="topic_share"):
+        FollowUpRules(topic_share=0.0)
+
+
+def test_params_build_the_rules(params):
+    rules = config.follow_up_rules(params)
+    assert "she" in rules.pronouns and "it" in rules.weak_pronouns and "is there" in rules.not_referring
+    kb = "fixtures/transfer/kb"
+    r = Resolver(load_kb(kb), config.rewrite_rules(params, PassageIndex.from_folder(kb).passages), rules)
+    # the vet KB contrasts dog and cat prices: "and for a cat" swaps the dog of the earlier question
+    assert resolve_all(r, ["how much is boarding for a dog per night", "and for a cat"])[1] == (
+        "opener", "how much is boarding for a cat per night")
