@@ -10,22 +10,23 @@ keeps its topic), and says which kind of follow-up it was:
 - ``pronoun``: a referring pronoun ("she", or "it" outside phrases such as "is there" or "does it cost") is
   replaced by the last topic's specific words (those the question does not already replace: a weekday of
   its own drops the earlier weekday);
-- ``ellipsis``: no opener or pronoun, but no specific word of its own (every key word is in more than
-  ``topic_share`` of the KB's documents, or none is left after fillers): merged as an opener is;
+- ``ellipsis``: no opener or pronoun, but a fragment ("for seniors", "and saturdays") or no specific word of its
+  own (every key word is in more than ``topic_share`` of the KB's documents, or none is left after fillers):
+  merged as an opener is;
 - ``standalone``: anything else, searched as rewritten (rules 1-3 of `rag.rewrite`);
 - ``no_antecedent``: an opener or a pronoun with no earlier topic in the session: nothing to resolve it
   against, so the chain asks what the caller means instead of guessing (a weak pronoun beside a specific word
   of the question's own, "is it free to park", opens a call as ``standalone``).
 
 An ellipsis with no earlier turn is ``standalone`` (a first "what time do you open" is a question, not a
-follow-up). What counts as specific is learned from the KB (document frequencies), not from a table: a word in
+follow-up), unless it starts with a conjunction ("and saturdays?": ``no_antecedent``). What counts as specific is learned from the KB (document frequencies), not from a table: a word in
 few documents names a topic ("pharmacy", "aetna"); a word everywhere ("cat" in a vet KB, "cost") does not.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from rag.rewrite import (DEFAULT_RULES, RewriteRules, _find_term, merge_follow_up, normalise, split_follow_up,
                          weekday_of)
@@ -40,7 +41,9 @@ class FollowUpRules:
 
     pronouns: words that always point back ("she", "he"); weak_pronouns: words that point back unless inside a
     ``not_referring`` phrase ("it" in "how long does it take" points at nothing; "there" in "is there parking");
-    topic_share: a key word found in at most this share of the KB's documents is specific (names a topic).
+    topic_share: a key word found in at most this share of the KB's documents is specific (names a topic);
+    conjunctions, question_words, fragment_words: a turn of at most ``fragment_words`` words after its leading
+    conjunctions, with no question word, is a fragment ("for seniors", "and saturdays"): an ellipsis.
     """
 
     pronouns: tuple[str, ...] = ("she", "he", "her", "him", "his", "hers")
@@ -48,6 +51,10 @@ class FollowUpRules:
     not_referring: tuple[str, ...] = ("is there", "are there", "does it cost", "does it take", "will it take",
                                       "is it possible", "how is it", "there is", "there are")
     topic_share: float = 0.34
+    conjunctions: tuple[str, ...] = ("and", "but", "so", "then", "also")
+    question_words: tuple[str, ...] = ("what", "whats", "when", "where", "who", "whos", "how", "which", "why", "is",
+                                       "are", "do", "does", "did", "can", "could", "will", "would", "should", "may")
+    fragment_words: int = 3
 
     def __post_init__(self):
         if not 0.0 < self.topic_share <= 1.0:
@@ -70,8 +77,8 @@ class Resolver:
     follow-up cues. Build once per KB; `resolve` is pure."""
 
     def __init__(self, docs: Mapping[str, str], rewrite: RewriteRules = DEFAULT_RULES,
-                 rules: FollowUpRules = FollowUpRules()):
-        self.rewrite, self.rules = rewrite, rules
+                 rules: FollowUpRules = FollowUpRules(), score: Callable[[str], float] | None = None):
+        self.rewrite, self.rules, self.score = rewrite, rules, score
         self.n_docs = max(len(docs), 1)
         self.df = Counter(t for text in docs.values() for t in {_stem(w) for w in normalise(text, rewrite)})
 
@@ -110,6 +117,25 @@ class Resolver:
                 and not (own_day and weekday_of(w, self.rewrite))]
         return self.specific(keep) or [w for w in keep if w not in STOPWORDS]
 
+    def merge(self, tail: list[str], base: list[str]) -> list[str]:
+        """A follow-up's ``tail`` merged with the earlier query ``base``: `rag.rewrite.merge_follow_up` (a weekday
+        or a contrasted term swapped, else the tail appended). When nothing was swapped and the tail has a topic
+        of its own ("credit card" after "can i pay with a personal check"), the reading with the base's specific
+        words left out competes, and the one the ``score`` function (the gate) rates higher wins."""
+        merged = merge_follow_up(tail, base, self.rewrite)
+        if self.score is None or merged[:len(base)] != base or not self.specific(tail):
+            return merged
+        old = {w for w in self.specific(base) if not weekday_of(w, self.rewrite)}
+        other = [w for w in base if w not in old] + tail
+        return other if self.score(" ".join(other)) > self.score(" ".join(merged)) else merged
+
+    def fragment(self, words: list[str]) -> bool:
+        """A turn that is not a question of its own: at most ``fragment_words`` words after a leading
+        conjunction ("and", "but", "so", "then", "also"), none of them a question word ("for seniors",
+        "and saturdays", "online")."""
+        rest = words[next((i for i, w in enumerate(words) if w not in self.rules.conjunctions), len(words)):]
+        return len(rest) <= self.rules.fragment_words and not set(rest) & set(self.rules.question_words)
+
     def resolve(self, asr: str, history: Sequence[str] = ()) -> Resolution:
         """Resolve one transcript against ``history``: the session's earlier resolved queries, oldest first
         (turns that resolved to nothing left out). See the module docstring for the kinds."""
@@ -119,7 +145,7 @@ class Resolver:
         if tail is not None:
             if base is None:
                 return Resolution("", "no_antecedent")
-            return Resolution(" ".join(merge_follow_up(tail, base, self.rewrite)), "opener", history[-1])
+            return Resolution(" ".join(self.merge(tail, base)), "opener", history[-1])
         at = self._pronoun_at(words)
         if at is not None:
             if base is None:  # "is it free to park" opens a call: a weak pronoun beside a topic of its own
@@ -128,6 +154,9 @@ class Resolver:
                 return Resolution("", "no_antecedent")
             return Resolution(" ".join(words[:at] + self.topic(base, words) + words[at + 1:]), "pronoun",
                               history[-1])
-        if base is not None and not self.specific(words):
-            return Resolution(" ".join(merge_follow_up(words, base, self.rewrite)), "ellipsis", history[-1])
+        if base is not None and (self.fragment(words) or not self.specific(words)):
+            tail = words[next((i for i, w in enumerate(words) if w not in self.rules.conjunctions), len(words)):]
+            return Resolution(" ".join(self.merge(tail, base)), "ellipsis", history[-1])
+        if base is None and words[:1] and words[0] in self.rules.conjunctions and self.fragment(words):
+            return Resolution("", "no_antecedent")  # "and saturdays?" opening a call
         return Resolution(" ".join(words), "standalone")
