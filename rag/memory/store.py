@@ -128,8 +128,8 @@ def open_store(url: str, ttl_s: float, cache_dir: str | Path | None = None, time
       per session, expiring ``ttl_s`` after the latest append);
     - ``postgresql://...`` or ``postgres://...``: PostgreSQL (tables made by ``rag/memory/migrations/postgresql``).
 
-    The caller-id key (`CallerHasher`) lives in ``cache_dir`` too. ``timeout_s``: seconds to connect and, for
-    Redis and PostgreSQL, per command before the server counts as gone. Raises ValueError naming the scheme for
+    The caller-id key (`CallerHasher`) lives in ``cache_dir`` too. ``timeout_s``: seconds to connect (Redis and
+    PostgreSQL) and per Redis command before the server counts as gone. Raises ValueError naming the scheme for
     any other URL (never the password), MemoryUnavailable naming the host when the server cannot be reached,
     sqlite3.Error / OSError when the SQLite file cannot be opened.
     """
