@@ -44,3 +44,23 @@ def write_params(path, p: dict):
     with open(path, "w", encoding="utf-8") as f:
         YAML(typ="safe").dump(p, f)
     return path
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A valkey-server (Redis protocol) on a Unix socket in a temp folder, for the whole session (tests/servers.py)."""
+    from servers import start_redis
+
+    server = start_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL 18 on a Unix socket in a temp folder, for the whole session (tests/servers.py)."""
+    from servers import start_postgres
+
+    server = start_postgres()
+    yield server
+    server.stop()

@@ -1,0 +1,182 @@
+"""What the chain uses: `Memory` (short-term store, optional archive, fall back to the embedded store when a
+server goes away, never raise into a turn) and `open_memory` (the stores from params values and the environment)."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Mapping
+
+from rag.memory.store import MemoryUnavailable, Store, Turn, open_store, where
+
+
+def _why(store: Store, e: Exception) -> str:
+    return str(e) if isinstance(e, MemoryUnavailable) else f"{store.name} failed ({type(e).__name__})"
+
+
+class Memory:
+    """The turns of calls: read from the short-term store, recorded to it and, when set, to the ``archive``.
+
+    When a store fails (a server unreachable, any error of its driver) during `record` or `history`, the short-term
+    store is replaced by ``fallback()`` (the embedded SQLite, opened then) for the rest of this object's life, or by
+    no memory when there is no fallback or it fails too; a failed archive is dropped. Each switch calls ``warn``
+    once with why and is appended to ``degraded`` (None while healthy, else e.g. ``"redis at 127.0.0.1:6379
+    unreachable (ConnectionError): switched to sqlite"``). `record` and `history` never raise. Thread-safe.
+    Turns recorded before a switch stay in the old store (they expire there); `history` reads only the new one.
+    """
+
+    def __init__(self, short: Store | None, archive: Store | None = None,
+                 fallback: Callable[[], Store] | None = None, warn: Callable[[str], None] | None = None):
+        self.short = short
+        self.archive = archive
+        self.degraded: str | None = None
+        self._fallback = fallback
+        self._fallback_store: Store | None = None
+        self._warn = warn
+        self._dropped: list[Store] = []
+        self._lock = threading.Lock()
+
+    def note(self, why: str) -> None:
+        """Record a degradation (also used by `open_memory` for a store that could not be opened): appended to
+        ``degraded`` and told to ``warn``."""
+        self.degraded = why if self.degraded is None else f"{self.degraded}; {why}"
+        if self._warn:
+            self._warn(why)
+
+    def _open_fallback(self) -> Store:
+        if self._fallback_store is None:
+            self._fallback_store = self._fallback()
+        return self._fallback_store
+
+    def _fail(self, store: Store, e: Exception) -> None:
+        with self._lock:
+            why = _why(store, e)
+            if store is self.short:
+                self._dropped.append(store)
+                self.short = None
+                if self._fallback is not None and store is not self._fallback_store:
+                    try:
+                        self.short = self._open_fallback()
+                        why += f": switched to {self.short.name}"
+                    except Exception as e2:  # noqa: BLE001 - the turn goes on without memory
+                        why += f": no memory (fallback failed: {type(e2).__name__})"
+                else:
+                    why += ": no memory"
+            elif store is self.archive:
+                self._dropped.append(store)
+                self.archive = None
+                why += ": no long-term memory"
+            else:
+                return  # another thread switched already
+            self.note(why)
+
+    def record(self, turn: Turn, caller: str | None = None) -> None:
+        """Append ``turn`` to the short-term store and the archive (``caller`` stored only as a keyed hash,
+        `rag.memory.CallerHasher`). Never raises: a failing store is switched as described above."""
+        store = self.short
+        while store is not None:
+            try:
+                store.append(turn, caller)
+                break
+            except Exception as e:  # noqa: BLE001 - never into the caller's turn
+                self._fail(store, e)
+                store = self.short
+        if self.archive is not None:
+            try:
+                self.archive.append(turn, caller)
+            except Exception as e:  # noqa: BLE001
+                self._fail(self.archive, e)
+
+    def history(self, session: str, limit: int) -> list[Turn]:
+        """The session's last ``limit`` unexpired turns from the short-term store, oldest first; ``[]`` with no
+        memory. Never raises."""
+        store = self.short
+        while store is not None:
+            try:
+                return store.turns(session, limit)
+            except Exception as e:  # noqa: BLE001
+                self._fail(store, e)
+                store = self.short
+        return []
+
+    def forget(self, session: str) -> dict[str, int]:
+        """Delete everything of ``session`` from the short-term store, the archive, the fallback (opened for this
+        when not yet open) and any store dropped after a failure: ``{backend name: turns deleted}`` (summed when
+        two stores share a backend). Raises MemoryUnavailable naming every store that could not be reached, after
+        deleting from all the others. A store that could not be opened at start is not known here: its turns
+        expire with its TTL."""
+        stores: list[Store] = []
+        errors: list[str] = []
+        candidates = [self.short, self.archive, *self._dropped]
+        if self._fallback is not None:
+            try:
+                candidates.append(self._open_fallback())
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"fallback store failed ({type(e).__name__})")
+        for s in candidates:
+            if s is not None and all(s is not t for t in stores):
+                stores.append(s)
+        out: dict[str, int] = {}
+        for s in stores:
+            try:
+                out[s.name] = out.get(s.name, 0) + s.forget(session)
+            except Exception as e:  # noqa: BLE001
+                errors.append(_why(s, e))
+        if errors:
+            raise MemoryUnavailable(f"session not forgotten everywhere: {'; '.join(errors)} (deleted: {out})")
+        return out
+
+    def close(self) -> None:
+        """Close every store this object opened or was given."""
+        for s in {id(s): s for s in (self.short, self.archive, self._fallback_store, *self._dropped) if s}.values():
+            try:
+                s.close()
+            except Exception:  # noqa: BLE001 - a dead server's connection may fail to close
+                pass
+
+
+def open_memory(url: str, archive_url: str, ttl_min: float, retention_days: float,
+                cache_dir: str | Path | None = None, warn: Callable[[str], None] | None = None,
+                env: Mapping[str, str] = os.environ) -> Memory:
+    """`Memory` from the params ``memory:`` values: ``$RAG_MEMORY_URL`` / ``$RAG_MEMORY_ARCHIVE_URL`` (when set and
+    not empty) override ``url`` / ``archive_url``. The short-term store keeps a session ``ttl_min`` minutes after
+    its latest turn, the archive (``""`` = none) ``retention_days`` days. When the short-term store cannot be
+    opened (server down, file unwritable) the embedded SQLite in ``cache_dir`` is used instead; an archive that
+    cannot be opened is left out; each is told to ``warn`` and noted in ``degraded``. The embedded SQLite is also
+    the mid-call fallback when ``url`` is not empty. Raises ValueError for an unknown URL scheme (never
+    showing the password), and sqlite3.Error / OSError when the embedded store itself cannot be opened.
+    """
+    url = env.get("RAG_MEMORY_URL") or url
+    archive_url = env.get("RAG_MEMORY_ARCHIVE_URL") or archive_url
+    ttl_s = float(ttl_min) * 60.0
+
+    def embedded() -> Store:
+        return open_store("", ttl_s, cache_dir)
+
+    fallback = embedded if url else None
+    whys = []
+    try:
+        short = open_store(url, ttl_s, cache_dir)
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any server or file problem: the embedded store instead
+        if fallback is None:
+            raise
+        short, fallback = embedded(), None
+        whys.append(f"{_why_open(url, e)}: switched to {short.name}")
+    archive = None
+    if archive_url:
+        try:
+            archive = open_store(archive_url, float(retention_days) * 86400.0, cache_dir)
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            whys.append(f"archive {_why_open(archive_url, e)}: no long-term memory")
+    memory = Memory(short, archive, fallback, warn)
+    for why in whys:
+        memory.note(why)
+    return memory
+
+
+def _why_open(url: str, e: Exception) -> str:
+    return str(e) if isinstance(e, MemoryUnavailable) else f"{where(url)} could not be opened ({type(e).__name__})"
