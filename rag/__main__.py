@@ -281,7 +281,7 @@ def _ask_voice(question: str, p: dict, args) -> int:
         if args.session:
             memory = _memory(p, args)
             final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
-                                          follow_up_resolver(kb, p), args.caller)
+                                          follow_up_resolver(kb, p, gate), args.caller)
         else:
             (final, row), res = answer_question(question, p, gate, url, kb, args.context), None
     out = {"question": question, "context": args.context, "session": args.session,
@@ -295,9 +295,12 @@ def _ask_voice(question: str, p: dict, args) -> int:
         return 0
     print(f"answer: {out['say']}\nsource: {out['source']}\nstatus: {out['status']} ({out['reason']})")
     if args.explain:
-        _explain(out)
-        for doc in row["retrieved"] if row else ():
-            print(f"\n[{doc}]\n{kb.docs[doc]}")
+        if res:
+            print(f"  resolved as {res.kind}" + (f" (leaning on {res.antecedent!r})" if res.antecedent else ""))
+        if row:
+            _explain(out)
+            for doc in row["retrieved"]:
+                print(f"\n[{doc}]\n{kb.docs[doc]}")
     return 0
 
 
@@ -310,10 +313,10 @@ def _chat(p: dict, args) -> int:
 
     gate, kb = _voice_kb(p, args)
     memory, session = _memory(p, args), args.session or uuid.uuid4().hex[:12]
-    resolver = follow_up_resolver(kb, p)
+    resolver = follow_up_resolver(kb, p, gate)
     interactive = sys.stdin.isatty()
-    print(f"session {session} (memory: {memory.name}); one question per line, an empty line ends the call",
-          file=sys.stderr)
+    print(f"session {session} (memory: {memory.short.name if memory.short else 'none'}); one question per line, "
+          "an empty line ends the call", file=sys.stderr)
     with llm_url(p, _warn) as url:
         while True:
             if interactive:
@@ -341,8 +344,15 @@ def _chat(p: dict, args) -> int:
 
 
 def _forget(p: dict, args) -> int:
-    deleted = _memory(p, args).forget(args.session)
-    print(f"session {args.session}: deleted " + ", ".join(f"{n} from {store}" for store, n in deleted.items()))
+    """Delete a session from every memory store; exit 1 naming a store that could not be reached."""
+    from rag.memory import MemoryUnavailable
+
+    try:
+        deleted = _memory(p, args).forget(args.session)
+    except MemoryUnavailable as e:
+        print(f"error: {e} (the reachable stores were cleared; run forget again when it is back)", file=sys.stderr)
+        return 1
+    print(f"session {args.session}: deleted " + ", ".join(f"{n} turns from {store}" for store, n in deleted.items()))
     return 0
 
 

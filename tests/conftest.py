@@ -48,8 +48,8 @@ def write_params(path, p: dict):
 
 @pytest.fixture(scope="session")
 def redis_server():
-    """A valkey-server (Redis protocol) on a Unix socket in a temp folder, for the whole session (tests/servers.py)."""
-    from servers import start_redis
+    """A valkey-server (Redis protocol) on a Unix socket in a temp folder, for the whole session (rag/memory/servers.py)."""
+    from rag.memory.servers import start_redis
 
     server = start_redis()
     yield server
@@ -58,8 +58,8 @@ def redis_server():
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    """A PostgreSQL 18 on a Unix socket in a temp folder, for the whole session (tests/servers.py)."""
-    from servers import start_postgres
+    """A PostgreSQL 18 on a Unix socket in a temp folder, for the whole session (rag/memory/servers.py)."""
+    from rag.memory.servers import start_postgres
 
     server = start_postgres()
     yield server

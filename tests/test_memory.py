@@ -1,4 +1,4 @@
-"""Conversation memory (rag.memory): one suite run on the three backends against real servers (tests/servers.py):
+"""Conversation memory (rag.memory): one suite run on the three backends against real servers (rag/memory/servers.py):
 SQLite (file), Redis (valkey-server) and PostgreSQL, each on a Unix socket in a temp folder."""
 import sqlite3
 import threading
@@ -261,7 +261,7 @@ def test_open_memory_uses_params_and_env_overrides(params, redis_server, postgre
 
 @pytest.mark.parametrize("name", ["redis", "postgresql"])
 def test_server_killed_mid_call_continues_on_sqlite(name, tmp_path):
-    from servers import start_postgres, start_redis
+    from rag.memory.servers import start_postgres, start_redis
 
     server = start_redis() if name == "redis" else start_postgres()  # its own instance: the shared one lives on
     try:
@@ -284,7 +284,7 @@ def test_server_killed_mid_call_continues_on_sqlite(name, tmp_path):
 
 
 def test_killed_archive_and_no_fallback_mean_no_memory(postgres_server, tmp_path):
-    from servers import start_redis
+    from rag.memory.servers import start_redis
 
     server = start_redis()
     try:

