@@ -281,7 +281,7 @@ def _ask_voice(question: str, p: dict, args) -> int:
         if args.session:
             memory = _memory(p, args)
             final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
-                                          follow_up_resolver(kb, p, gate), args.caller)
+                                          follow_up_resolver(kb, p), args.caller)
         else:
             (final, row), res = answer_question(question, p, gate, url, kb, args.context), None
     out = {"question": question, "context": args.context, "session": args.session,
@@ -313,7 +313,7 @@ def _chat(p: dict, args) -> int:
 
     gate, kb = _voice_kb(p, args)
     memory, session = _memory(p, args), args.session or uuid.uuid4().hex[:12]
-    resolver = follow_up_resolver(kb, p, gate)
+    resolver = follow_up_resolver(kb, p)
     interactive = sys.stdin.isatty()
     print(f"session {session} (memory: {memory.short.name if memory.short else 'none'}); one question per line, "
           "an empty line ends the call", file=sys.stderr)

@@ -119,7 +119,11 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
 
 
 def follow_up_rules(p: Mapping) -> FollowUpRules:
-    """``p["memory"]``: pronouns, weak_pronouns, not_referring and topic_share (`rag.followup.FollowUpRules`)."""
+    """``p["memory"]``: the follow-up cues of `rag.followup.FollowUpRules` (pronouns, weak_pronouns, not_referring,
+    topic_share, conjunctions, question_words, fragment_words)."""
     return FollowUpRules(pronouns=words(p, "memory", "pronouns"), weak_pronouns=words(p, "memory", "weak_pronouns"),
                          not_referring=words(p, "memory", "not_referring"),
-                         topic_share=number(p, "memory", "topic_share"))
+                         topic_share=number(p, "memory", "topic_share"),
+                         conjunctions=words(p, "memory", "conjunctions"),
+                         question_words=words(p, "memory", "question_words"),
+                         fragment_words=number(p, "memory", "fragment_words", int))

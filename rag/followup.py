@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from rag.rewrite import (DEFAULT_RULES, RewriteRules, _find_term, merge_follow_up, normalise, split_follow_up,
                          weekday_of)
 from rag.selection import STOPWORDS, _stem
+from rag.verify import split_sentences
 
 KINDS = ("standalone", "opener", "pronoun", "ellipsis", "no_antecedent")
 
@@ -59,6 +60,8 @@ class FollowUpRules:
     def __post_init__(self):
         if not 0.0 < self.topic_share <= 1.0:
             raise ValueError(f"memory.topic_share must be in (0, 1], got {self.topic_share}")
+        if self.fragment_words < 0:
+            raise ValueError(f"memory.fragment_words must be >= 0, got {self.fragment_words}")
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,14 @@ class Resolver:
     follow-up cues. Build once per KB; `resolve` is pure."""
 
     def __init__(self, docs: Mapping[str, str], rewrite: RewriteRules = DEFAULT_RULES,
-                 rules: FollowUpRules = FollowUpRules(), score: Callable[[str], float] | None = None):
-        self.rewrite, self.rules, self.score = rewrite, rules, score
+                 rules: FollowUpRules = FollowUpRules()):
+        self.rewrite, self.rules = rewrite, rules
         self.n_docs = max(len(docs), 1)
         self.df = Counter(t for text in docs.values() for t in {_stem(w) for w in normalise(text, rewrite)})
+        self.sentences: dict[str, set[int]] = {}  # key word -> the KB sentences holding it
+        for i, sentence in enumerate(x for text in docs.values() for x in split_sentences(text)):
+            for w in normalise(sentence, rewrite):
+                self.sentences.setdefault(_stem(w), set()).add(i)
 
     def specific(self, words: Sequence[str]) -> list[str]:
         """The words that name a topic: key words (not `rag.selection.STOPWORDS`, not pronouns, no digits-only
@@ -119,15 +126,17 @@ class Resolver:
 
     def merge(self, tail: list[str], base: list[str]) -> list[str]:
         """A follow-up's ``tail`` merged with the earlier query ``base``: `rag.rewrite.merge_follow_up` (a weekday
-        or a contrasted term swapped, else the tail appended). When nothing was swapped and the tail has a topic
-        of its own ("credit card" after "can i pay with a personal check"), the reading with the base's specific
-        words left out competes, and the one the ``score`` function (the gate) rates higher wins."""
+        or a contrasted term swapped, else the tail appended). When nothing was swapped and the tail names a topic
+        of its own, the base's specific words that never share a KB sentence with the tail's are its
+        alternatives and give way ("credit card" after "can i pay with a personal check"); those that do are
+        attributes and stay ("pharmacy" after "what time do you open on saturday"), as does a weekday."""
         merged = merge_follow_up(tail, base, self.rewrite)
-        if self.score is None or merged[:len(base)] != base or not self.specific(tail):
+        new = [_stem(w) for w in self.specific(tail)]
+        if merged[:len(base)] != base or len(new) < 2:
             return merged
-        old = {w for w in self.specific(base) if not weekday_of(w, self.rewrite)}
-        other = [w for w in base if w not in old] + tail
-        return other if self.score(" ".join(other)) > self.score(" ".join(merged)) else merged
+        alternatives = {w for w in self.specific(base) if not weekday_of(w, self.rewrite) and self.df[_stem(w)]
+                        and not any(self.sentences.get(_stem(w), set()) & self.sentences.get(n, set()) for n in new)}
+        return [w for w in base if w not in alternatives] + list(tail)
 
     def fragment(self, words: list[str]) -> bool:
         """A turn that is not a question of its own: at most ``fragment_words`` words after a leading

@@ -198,15 +198,12 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer), row
 
 
-def follow_up_resolver(kb: "KnowledgeBase", p: Mapping, gate: Gate) -> "Resolver":
+def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
     """The `rag.followup.Resolver` of ``kb`` (its documents' word statistics, the rewrite rules with its contrast
-    pairs, ``memory``'s follow-up cues, ``gate`` choosing between two readings of a follow-up with a topic of
-    its own): build once per KB."""
+    pairs, ``memory``'s follow-up cues): build once per KB."""
     from rag.followup import Resolver
 
-    score = gate_function(gate, kb.index, p)
-    return Resolver(kb.docs, config.rewrite_rules(p, kb.index.passages), config.follow_up_rules(p),
-                    lambda text: score(text, embed_texts({"q": text})["q"]))
+    return Resolver(kb.docs, config.rewrite_rules(p, kb.index.passages), config.follow_up_rules(p))
 
 
 def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate: Gate, url: str | None,

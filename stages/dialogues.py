@@ -63,7 +63,7 @@ def chain_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], text
 def session_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict]) -> list[dict]:
     """Every turn through `answer_turn`, one session per dialogue, in an in-memory SQLite store."""
     memory = Memory(open_store("sqlite://", float(q_p["memory"]["ttl_min"]) * 60))
-    resolver = follow_up_resolver(kb, q_p, gate)
+    resolver = follow_up_resolver(kb, q_p)
     rows = []
     for t in turns:
         final, row, res = answer_turn(t["asr"], t["dialogue"], memory, q_p, gate, None, kb, resolver)

@@ -35,7 +35,7 @@ def resolve_ms(p: dict) -> dict:
     docs = load_kb(folder, allowed(p))
     kb = KnowledgeBase(PassageIndex.from_folder(folder, config.hybrid_config(p), allowed(p)), docs,
                        SentenceIndex.build(docs), key="clinic", cached=False)
-    resolver = follow_up_resolver(kb, p, Gate.load(GATE_PATH))
+    resolver = follow_up_resolver(kb, p)
     history, ms = {}, []
     for t in read_jsonl(DIALOGUES, required=("dialogue", "kb", "asr")):
         if t["kb"] != "clinic":

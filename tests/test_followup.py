@@ -13,6 +13,7 @@ DOCS = {  # five documents: "cost" and "dog" are everywhere, "pharmacy", "patel"
     "doctors": "Doctor Patel works on Monday and Tuesday. Doctor Kim works on Friday. A dog check costs $40.",
     "boarding": "Boarding for a dog costs $45 a night. Boarding for a cat costs $28 a night.",
     "parking": "Parking is free for patients. A dog wash costs $20.",
+    "billing": "We accept cash and credit cards. We do not accept personal checks. A dog bath costs $30.",
 }
 
 
@@ -51,6 +52,18 @@ def test_opener_and_ellipsis_swap_a_contrasted_term(resolver):
                                                                           "is parking free")
     # "it" in "does it cost" refers to nothing, but "cost" is in every document: still nothing specific
     assert resolver.resolve("how much does it cost", ["is parking free"]).query == "is parking free how much does it cost"
+
+
+def test_a_tail_with_its_own_topic_replaces_the_alternatives_it_never_shares_a_sentence_with(resolver):
+    # "credit cards" and "personal checks" are never in one KB sentence: alternatives, the new one replaces the old
+    assert resolver.resolve("and what about credit cards", ["can i pay with personal checks"]).query == (
+        "can i pay with credit cards")
+    # "boarding" shares sentences with "night": kept (the tail adds to it); a weekday always stays
+    assert resolver.resolve("and for a whole night cat", ["how much is boarding on saturday"]).query == (
+        "how much is boarding on saturday a whole night cat")
+    # one specific word of its own is not enough to drop the earlier topic: appended
+    assert resolver.resolve("what about saturday", ["can i pay with personal checks"]).query == (
+        "can i pay with personal checks saturday")
 
 
 def test_a_follow_up_with_nothing_before_it_is_not_guessed(resolver):

@@ -1,0 +1,105 @@
+"""Calls with memory through the CLI: `rag chat`, `rag ask --session`, `rag forget` (issue 13)."""
+import io
+import json
+import sqlite3
+
+import pytest
+
+from rag.__main__ import main
+from rag.memory import open_store
+
+DOWN = "http://127.0.0.1:9"  # nothing listens there: every answer is the verified extractive fallback
+CLARIFY = "Sorry, what would you like to know about that?"
+
+
+@pytest.fixture
+def call(small_kb, tmp_path, monkeypatch, capsys):
+    """Run one CLI command on the small KB with the LLM down and a private cache (memory) folder."""
+    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    cache = tmp_path / "cache"
+
+    def run(*args, stdin=None):
+        if stdin is not None:
+            monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        code = main([*args, "--kb", str(small_kb), "--llm-url", DOWN, "--cache-dir", str(cache), "--json"])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    def forget(session):
+        code = main(["forget", "--session", session, "--cache-dir", str(cache)])
+        return code, capsys.readouterr().out
+
+    run.cache, run.forget = cache, forget
+    return run
+
+
+def chat_turns(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_chat_resolves_follow_ups_from_the_call(call):
+    code, out, err = call("chat", "--session", "call-1", stdin="what about sunday\nwhat time do you open on saturday\n"
+                          "and on sunday\ndo you take personal checks\nwhat about credit cards\n\nnever read\n")
+    assert code == 0 and "session call-1 (memory: sqlite)" in err
+    turns = chat_turns(out)
+    assert [t["resolved_as"] for t in turns] == ["no_antecedent", "standalone", "opener", "standalone", "opener"]
+    assert turns[0]["say"] == CLARIFY and turns[0]["reason"] == "no_antecedent" and turns[0]["status"] == "refused"
+    assert turns[1]["say"] == "On Saturday we are open from 9 a.m. to 1 p.m."
+    assert turns[2]["query"] == "what time do you open on sunday" and turns[2]["say"] == "We are closed on Sunday."
+    assert turns[3]["say"] == "We do not accept personal checks."
+    assert turns[4]["say"] == "We accept cash, debit and credit cards."  # the empty line ended the call
+
+
+def test_ask_session_spans_processes_and_forget_deletes_it(call):
+    code, out, _ = call("ask", "what time do you open on saturday", "--session", "call-2")
+    assert code == 0 and json.loads(out)["resolved_as"] == "standalone"
+    code, out, _ = call("ask", "and what about sunday?", "--session", "call-2")
+    got = json.loads(out)
+    assert (got["resolved_as"], got["query"], got["say"]) == ("opener", "what time do you open on sunday",
+                                                              "We are closed on Sunday.")
+    # another call never sees this one's turns
+    assert json.loads(call("ask", "and what about sunday?", "--session", "call-3")[1])["resolved_as"] == "no_antecedent"
+    assert call.forget("call-2") == (0, "session call-2: deleted 2 turns from sqlite\n")
+    assert json.loads(call("ask", "and what about sunday?", "--session", "call-2")[1])["say"] == CLARIFY
+
+
+def test_caller_id_is_kept_only_as_a_hash(call):
+    call("ask", "do you take personal checks", "--session", "call-4", "--caller", "+1-555-0100")
+    db = call.cache / "memory.sqlite3"
+    assert b"555-0100" not in db.read_bytes()
+    (caller_hash,) = sqlite3.connect(db).execute("SELECT caller_hash FROM sessions WHERE id = 'call-4'").fetchone()
+    assert len(caller_hash) == 64 and int(caller_hash, 16)
+
+
+def test_memory_server_down_still_answers_on_the_embedded_store(call, monkeypatch):
+    monkeypatch.setenv("RAG_MEMORY_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    code, out, err = call("ask", "what time do you open on saturday", "--session", "call-5")
+    assert code == 0 and json.loads(out)["say"] == "On Saturday we are open from 9 a.m. to 1 p.m."
+    assert "redis at 127.0.0.1:1 unreachable" in err and "switched to sqlite" in err
+    got = json.loads(call("ask", "and on sunday", "--session", "call-5")[1])
+    assert got["resolved_as"] == "opener" and got["say"] == "We are closed on Sunday."  # the fallback kept the turn
+
+
+def test_chat_uses_redis_and_the_postgresql_archive(call, monkeypatch, redis_server, postgres_server):
+    monkeypatch.setenv("RAG_MEMORY_URL", redis_server.url)
+    monkeypatch.setenv("RAG_MEMORY_ARCHIVE_URL", postgres_server.url)
+    code, out, err = call("chat", "--session", "call-6", stdin="what time do you open on saturday\nand on sunday\n")
+    assert code == 0 and "memory: redis" in err and "unreachable" not in err and "switched" not in err
+    for url in (redis_server.url, postgres_server.url):
+        store = open_store(url, 60.0)
+        assert [(t.n, t.query, t.say) for t in store.turns("call-6")] == [
+            (1, "what time do you open on saturday", "On Saturday we are open from 9 a.m. to 1 p.m."),
+            (2, "what time do you open on sunday", "We are closed on Sunday.")]
+        store.close()
+    assert call.forget("call-6") == (0, "session call-6: deleted 2 turns from redis, 2 turns from postgresql, "
+                                        "0 turns from sqlite\n")
+    for url in (redis_server.url, postgres_server.url):
+        store = open_store(url, 60.0)
+        assert store.turns("call-6") == []
+        store.close()
+
+
+def test_session_is_for_the_voice_track_and_excludes_context(call):
+    assert call("ask", "토요일에 몇 시에 열어요?", "--session", "s")[0] == 2
+    with pytest.raises(SystemExit):
+        call("ask", "and on sunday", "--session", "s", "--context", "what time do you open on saturday")
