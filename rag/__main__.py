@@ -5,10 +5,10 @@
 files with the shipped gate (models/gate.json, fitted on the clinic fixture); labelled questions also get the
 metrics, and ``--fit-gate`` refits the gate on them instead (in-sample). ``ask`` answers one question (Korean
 or English; the track is detected by Hangul characters when not given) and shows the evidence. ``chat`` is a
-call: a question per line, follow-ups resolved from the call's earlier turns (`rag.followup`), the turns kept in
+call: a question per line, follow-ups resolved from the call's earlier turns (`rag.voice.followup`), the turns kept in
 a memory store (`rag.memory`; ``ask --session`` adds one turn to a call, ``forget`` deletes one). The KB is
-embedded once and cached by content hash (`rag.kb_cache`). Bad input exits 2 with one line naming the file and
-line. Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, `rag.ko_answer`.
+embedded once and cached by content hash (`rag.retrieval.kb_cache`). Bad input exits 2 with one line naming the file and
+line. Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, `rag.ko.answer`.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         return _compare()
 
-    from rag.gate import GateMismatch, ThresholdError
+    from rag.voice.gate import GateMismatch, ThresholdError
     from rag.io import InputError, normalise_text
 
     # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
@@ -165,13 +165,13 @@ def _warn(message: str) -> None:
 
 
 def _gate(args):
-    from rag.gate import Gate
+    from rag.voice.gate import Gate
 
     return None if getattr(args, "fit_gate", False) else Gate.load(args.gate)
 
 
 def _run(p: dict, args) -> int:
-    from rag.pipeline import run_chain
+    from rag.voice.pipeline import run_chain
 
     result = run_chain(args.kb, args.queries, p, _gate(args), args.cache_dir, progress=True, warn=_warn)
     if args.json:
@@ -221,12 +221,12 @@ def _compare() -> int:
 
 
 def _ask_ko(question: str, p: dict) -> int:
-    from rag import korean
+    from rag.ko import tokenize as korean
     from rag.io import read_jsonl
-    from rag.ko_answer import KoSettings, answer_ko, focus
-    from rag.pipeline import llm_url
-    from rag.retrieval import BM25Index
-    from rag.squad import passage_text
+    from rag.ko.answer import KoSettings, answer_ko, focus
+    from rag.voice.pipeline import llm_url
+    from rag.retrieval.indexes import BM25Index
+    from rag.bench.squad import passage_text
 
     ko, g = p["ko"], p["ko_gen"]
     passages = read_jsonl(Path(ko["data_dir"]) / "passages.jsonl", required=["_id", "title", "text"])
@@ -251,9 +251,10 @@ def _ask_ko(question: str, p: dict) -> int:
 
 def _voice_kb(p: dict, args):
     """``(gate, KB)`` for a voice-track command: params and the shipped gate checked, the KB from the cache."""
-    from rag import config, quarantine
-    from rag.kb_cache import open_kb
-    from rag.pipeline import check_gate
+    from rag import config
+    from rag.voice import quarantine
+    from rag.retrieval.kb_cache import open_kb
+    from rag.voice.pipeline import check_gate
 
     gate = _gate(args)
     config.check(p)
@@ -272,9 +273,9 @@ def _memory(p: dict, args):
 
 
 def _ask_voice(question: str, p: dict, args) -> int:
-    """One typed question through the voice turn (`rag.pipeline.answer_question`, or `answer_turn` in a
+    """One typed question through the voice turn (`rag.voice.pipeline.answer_question`, or `answer_turn` in a
     ``--session``) on ``--kb`` with the shipped gate; the KB comes from the cache when it was embedded before."""
-    from rag.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
+    from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
 
     gate, kb = _voice_kb(p, args)
     with llm_url(p, _warn) as url:
@@ -305,11 +306,11 @@ def _ask_voice(question: str, p: dict, args) -> int:
 
 
 def _chat(p: dict, args) -> int:
-    """A call on stdin: one question per line until an empty line or end of input (`rag.pipeline.answer_turn`)."""
+    """A call on stdin: one question per line until an empty line or end of input (`rag.voice.pipeline.answer_turn`)."""
     import uuid
 
     from rag.io import normalise_text
-    from rag.pipeline import answer_turn, follow_up_resolver, llm_url
+    from rag.voice.pipeline import answer_turn, follow_up_resolver, llm_url
 
     gate, kb = _voice_kb(p, args)
     memory, session = _memory(p, args), args.session or uuid.uuid4().hex[:12]

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Mapping, Sequence
 
-from rag import quarantine
-from rag.answer import AnswerSettings
-from rag.chunk import Passage
-from rag.followup import FollowUpRules
-from rag.rewrite import RewriteRules, contrast_pairs
-from rag.search import HybridConfig
-from rag.verify import VerifyRules, split_sentences
+from rag.voice import quarantine
+from rag.voice.answer import AnswerSettings
+from rag.retrieval.chunk import Passage
+from rag.voice.followup import FollowUpRules
+from rag.voice.rewrite import RewriteRules, contrast_pairs
+from rag.retrieval.search import HybridConfig
+from rag.voice.verify import VerifyRules, split_sentences
 
 
 def number(p: Mapping, section: str, key: str, kind: type = float) -> float | int:
@@ -49,11 +49,11 @@ def check(p: Mapping) -> None:
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
-    """``p["rewrite"]``: fillers, units, tens, openers, weekdays and the number words of `rag.numbers` (scales,
+    """``p["rewrite"]``: fillers, units, tens, openers, weekdays and the number words of `rag.voice.numbers` (scales,
     articles, joiners, fractions, past_words, to_words, zero_words); swap classes are the non-day slots
     of ``p["verify"]["slots"]`` (one table for both: a service swapped in a follow-up is the same
     service the verifier checks), then the word pairs the KB's ``passages`` contrast
-    (`rag.rewrite.contrast_pairs` over their sentences)."""
+    (`rag.voice.rewrite.contrast_pairs` over their sentences)."""
     r = p["rewrite"]
     swap = tuple(tuple(t for terms in values.values() for t in terms)
                  for slot, values in p["verify"]["slots"].items() if slot != "day")
@@ -84,7 +84,7 @@ def hybrid_config(p: Mapping) -> HybridConfig:
 
 
 def gate_retrieval(p: Mapping) -> dict:
-    """The ``p["retrieval"]`` settings the gate's signals depend on (`rag.abstain.features`: BM25 tokenizer and
+    """The ``p["retrieval"]`` settings the gate's signals depend on (`rag.voice.abstain.features`: BM25 tokenizer and
     floor, RRF k, depth and weights; coverage's stopwords), recorded in and checked against a shipped gate."""
     import hashlib
 
@@ -119,7 +119,7 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
 
 
 def follow_up_rules(p: Mapping) -> FollowUpRules:
-    """``p["memory"]``: the follow-up cues of `rag.followup.FollowUpRules` (pronouns, weak_pronouns, not_referring,
+    """``p["memory"]``: the follow-up cues of `rag.voice.followup.FollowUpRules` (pronouns, weak_pronouns, not_referring,
     topic_share, conjunctions, question_words, fragment_words)."""
     return FollowUpRules(pronouns=words(p, "memory", "pronouns"), weak_pronouns=words(p, "memory", "weak_pronouns"),
                          not_referring=words(p, "memory", "not_referring"),

@@ -1,10 +1,10 @@
 """Stage adversarial (issue 17): caller-side attacks through the turn -> metrics/voice/adversarial.json and .md.
 
-Every English row of fixtures/adversarial/questions.jsonl (`rag.adversarial`), typed and, where it has one, in its
+Every English row of fixtures/adversarial/questions.jsonl (`rag.bench.adversarial`), typed and, where it has one, in its
 recogniser form (fixtures/adversarial/queries.jsonl, frozen stage transcribe_adversarial), goes through the voice
-turn (`rag.pipeline.answer_question`) on the clinic KB (``voice.kb``) with the shipped gate and the packaged LLM
-(the party that could follow an instruction); every Korean row through the Korean turn (`rag.ko_answer.answer_ko`
-over BM25 on ``ko.data_dir``/passages.jsonl, as `rag ask` runs it). Each answer is judged (`rag.adversarial.judge`):
+turn (`rag.voice.pipeline.answer_question`) on the clinic KB (``voice.kb``) with the shipped gate and the packaged LLM
+(the party that could follow an instruction); every Korean row through the Korean turn (`rag.ko.answer.answer_ko`
+over BM25 on ``ko.data_dir``/passages.jsonl, as `rag ask` runs it). Each answer is judged (`rag.bench.adversarial.judge`):
 instruction followed (a forbidden string said), unverified utterance, outcome (refused, or the facts of a wrapped
 legitimate question). Goal: 0 instructions followed and 0 unverified utterances.
 """
@@ -13,13 +13,14 @@ import time
 from pathlib import Path
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params
-from rag import adversarial as adv
-from rag import config, quarantine
-from rag.gate import Gate
+from rag.bench import adversarial as adv
+from rag import config
+from rag.voice import quarantine
+from rag.voice.gate import Gate
 from rag.io import read_jsonl, write_json, write_text
-from rag.kb_cache import open_kb
-from rag.loadtest import check_said
-from rag.pipeline import answer_question, check_gate, llm_url
+from rag.retrieval.kb_cache import open_kb
+from rag.bench.loadtest import check_said
+from rag.voice.pipeline import answer_question, check_gate, llm_url
 
 QUESTIONS = ROOT / "fixtures" / "adversarial" / "questions.jsonl"
 QUERIES = ROOT / "fixtures" / "adversarial" / "queries.jsonl"  # the recogniser forms (stage transcribe_adversarial)
@@ -56,10 +57,10 @@ def english(rows, p):
 
 def korean(rows, p):
     """The Korean rows through the Korean turn, as `rag ask` runs it (`rag.__main__._ask_ko`)."""
-    from rag import korean as kor
-    from rag.ko_answer import ABSTAIN, KoSettings, answer_ko, focus
-    from rag.retrieval import BM25Index
-    from rag.squad import passage_text
+    from rag.ko import tokenize as kor
+    from rag.ko.answer import ABSTAIN, KoSettings, answer_ko, focus
+    from rag.retrieval.indexes import BM25Index
+    from rag.bench.squad import passage_text
 
     ko, g, llm = p["ko"], p["ko_gen"], p["llm"]
     passages = read_jsonl(ROOT / ko["data_dir"] / "passages.jsonl", required=["_id", "title", "text"])

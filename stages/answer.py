@@ -1,10 +1,10 @@
 """Stage answer: gate (models/gate.json), ask the LLM within the schema -> answers.jsonl, latency.json."""
 from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
-from rag.chunk import load_kb
-from rag.quarantine import allowed
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
 from rag.io import read_jsonl, write_json, write_jsonl
-from rag.pipeline import latency_metrics, llm_url, step_answer
-from rag.queries import load_queries
+from rag.voice.pipeline import latency_metrics, llm_url, step_answer
+from rag.voice.queries import load_queries
 
 
 def run():

@@ -2,11 +2,11 @@
 import copy
 
 from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
-from rag.chunk import load_kb
-from rag.quarantine import allowed
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
 from rag.io import read_jsonl, write_json
-from rag.pipeline import latency_metrics, llm_url, step_answer, step_final
-from rag.queries import load_queries
+from rag.voice.pipeline import latency_metrics, llm_url, step_answer, step_final
+from rag.voice.queries import load_queries
 
 
 def run():

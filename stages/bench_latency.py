@@ -3,15 +3,15 @@ rewrite, query embedding and search (each mode); the whole turn without the LLM 
 KB's sentences embedded at index time and, as the comparison row, per question; passage embedding throughput."""
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag import config
-from rag.bench import embed_throughput, turn_latency, whole_turn
-from rag.chunk import load_kb
-from rag.quarantine import allowed
-from rag.embed import get_embedder
+from rag.bench.latency import embed_throughput, turn_latency, whole_turn
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
+from rag.retrieval.embed import get_embedder
 from rag.io import write_json
-from rag.gate import Gate
-from rag.pipeline import gate_function
-from rag.queries import load_queries
-from rag.sentences import SentenceIndex
+from rag.voice.gate import Gate
+from rag.voice.pipeline import gate_function
+from rag.voice.queries import load_queries
+from rag.retrieval.sentences import SentenceIndex
 
 
 def run():

@@ -1,11 +1,11 @@
 """Stage chunk: KB Markdown files -> data/voice/chunks.jsonl, and metrics/voice/quarantine.json: the KB's
-instruction-like paragraphs (`rag.quarantine`), left out of the passages unless ``voice.allow_instructions``."""
+instruction-like paragraphs (`rag.voice.quarantine`), left out of the passages unless ``voice.allow_instructions``."""
 from dataclasses import asdict
 
 from common import VOICE_DATA, VOICE_METRICS, ROOT, main, params
-from rag.chunk import chunk_folder, kb_blocks, quarantine_rows
+from rag.retrieval.chunk import chunk_folder, kb_blocks, quarantine_rows
 from rag.io import write_json, write_jsonl
-from rag.quarantine import allowed
+from rag.voice.quarantine import allowed
 
 
 def run():

@@ -18,7 +18,7 @@ GATE_PATH = ROOT / "models" / "gate.json"  # written by the threshold stage, shi
 
 def gate_scores(per_query: list[dict]):
     """``(gate, {query_id: score})``: the shipped gate (models/gate.json) applied to per_query.jsonl's signals."""
-    from rag.gate import Gate
+    from rag.voice.gate import Gate
 
     gate = Gate.load(GATE_PATH)
     return gate, gate.scores({r["id"]: r["signals"] for r in per_query})
@@ -56,9 +56,9 @@ def voice_index(p: dict):
     import numpy as np
 
     from rag import config
-    from rag.chunk import Passage
+    from rag.retrieval.chunk import Passage
     from rag.io import read_jsonl
-    from rag.search import PassageIndex
+    from rag.retrieval.search import PassageIndex
 
     passages = [Passage(r["id"], r["doc"], r["text"])
                 for r in read_jsonl(VOICE_DATA / "chunks.jsonl", required=("id", "doc", "text"))]
@@ -72,9 +72,9 @@ def heysquad_index(p: dict, *query_fields: str):
     import numpy as np
 
     from rag import config
-    from rag.heysquad import SOURCES, as_passages
+    from rag.bench.heysquad import SOURCES, as_passages
     from rag.io import read_jsonl
-    from rag.search import PassageIndex
+    from rag.retrieval.search import PassageIndex
 
     data = ROOT / p["heysquad"]["data_dir"]
     passages = read_jsonl(data / "passages.jsonl", required=("_id", "text"))
@@ -84,9 +84,9 @@ def heysquad_index(p: dict, *query_fields: str):
 
 def answer_scorer(p: dict, design: str | None = None):
     """The shipped answer-selection model of ``design`` (default ``select.design``), from ``select.model_dir``
-    (`rag.selection.load_scorer`); None for ``rules``. A bad design raises InputError naming params.yaml."""
+    (`rag.voice.selection.load_scorer`); None for ``rules``. A bad design raises InputError naming params.yaml."""
     from rag.io import InputError
-    from rag.selection import load_scorer
+    from rag.voice.selection import load_scorer
 
     try:
         return load_scorer(design or p["select"]["design"], ROOT / p["select"]["model_dir"])
@@ -98,7 +98,7 @@ def main(fn) -> None:
     """Run a stage; an input error prints one line naming the file/line and exits 1."""
     import signal
 
-    from rag.gate import ThresholdError
+    from rag.voice.gate import ThresholdError
     from rag.io import InputError
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: a started LLM server is stopped

@@ -7,9 +7,9 @@ scores.json (per-query gate score by class with tau, plot data: per_query.jsonl 
 
 from common import ROOT, VOICE_DATA, VOICE_METRICS, gate_scores, main, params, voice_index
 from rag import config
-from rag.compare import csv_text, evaluate_matrix, markdown_table, recall_curves, score_points, select
+from rag.bench.compare import csv_text, evaluate_matrix, markdown_table, recall_curves, score_points, select
 from rag.io import read_jsonl, write_json, write_text
-from rag.queries import load_queries, raw_queries, rewrite_queries
+from rag.voice.queries import load_queries, raw_queries, rewrite_queries
 
 COLUMNS = ["recall@1", "recall@3", "recall@5", "mrr@10", "ndcg@10"]
 

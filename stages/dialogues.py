@@ -5,8 +5,8 @@ same question asked alone). Variants of what a turn searches for:
 - no_memory: the turn's transcript alone (rewrite rules 1-3);
 - opener_rule: the rewrite's follow-up rule against the previous turn of the dialogue, always passed as context
   (what a caller of `rag ask --context` gets: openers only);
-- session: `rag.pipeline.answer_turn` with a session in `rag.memory` (embedded SQLite, in memory): openers,
-  pronouns and ellipsis resolved from the session's earlier resolved turns (`rag.followup`); a follow-up with
+- session: `rag.voice.pipeline.answer_turn` with a session in `rag.memory` (embedded SQLite, in memory): openers,
+  pronouns and ellipsis resolved from the session's earlier resolved turns (`rag.voice.followup`); a follow-up with
   nothing before it gets the clarifying question (refused, reason no_antecedent);
 - standalone: the same questions asked alone (the bound the follow-ups are measured against).
 The clinic's tables apply on the clinic, none on the vet KB (as stage selection). LLM off: the extractive pick
@@ -18,19 +18,19 @@ from collections import defaultdict
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
 from rag import config
-from rag.chunk import load_kb
-from rag.compare import markdown_table
-from rag.evaluate import embed_texts
-from rag.gate import Gate
+from rag.retrieval.chunk import load_kb
+from rag.bench.compare import markdown_table
+from rag.eval.evaluate import embed_texts
+from rag.voice.gate import Gate
 from rag.io import read_jsonl, write_json, write_text
-from rag.kb_cache import KnowledgeBase
+from rag.retrieval.kb_cache import KnowledgeBase
 from rag.memory import Memory, open_store
-from rag.pipeline import answer_turn, follow_up_resolver, gate_function, step_answer, step_final
-from rag.quarantine import allowed
-from rag.rewrite import rewrite
-from rag.scoring import has_facts
-from rag.search import PassageIndex
-from rag.sentences import SentenceIndex
+from rag.voice.pipeline import answer_turn, follow_up_resolver, gate_function, step_answer, step_final
+from rag.voice.quarantine import allowed
+from rag.voice.rewrite import rewrite
+from rag.eval.scoring import has_facts
+from rag.retrieval.search import PassageIndex
+from rag.retrieval.sentences import SentenceIndex
 
 DIALOGUES = ROOT / "fixtures" / "dialogues" / "queries.jsonl"
 FIELDS = ("dialogue", "kb", "turn", "id", "asr", "standalone_asr", "kind", "relevant", "answerable", "facts")
@@ -74,8 +74,8 @@ def session_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict]) ->
 
 def turn_metrics(turns: list[dict], rows: list[dict], docs: dict) -> dict:
     """recall@1/@3 over answerable turns (the retrieved documents), factual accuracy and the rest of
-    `rag.scoring.final_metrics` over all turns, and the no-antecedent turns answered."""
-    from rag.scoring import final_metrics
+    `rag.eval.scoring.final_metrics` over all turns, and the no-antecedent turns answered."""
+    from rag.eval.scoring import final_metrics
 
     by = {r["id"]: r for r in rows}
     ans = [t for t in turns if t["answerable"]]

@@ -1,6 +1,6 @@
 """Stage embed: chunks.jsonl -> embed.npy, (n, 384) float32, L2-normalised, row i = chunk i."""
 from common import VOICE_DATA, main
-from rag.embed import get_embedder
+from rag.retrieval.embed import get_embedder
 from rag.io import read_jsonl, write_npy
 
 

@@ -4,9 +4,9 @@ which the extractive pick reads instead of embedding candidate sentences per que
 import time
 
 from common import ROOT, VOICE_DATA, main, params
-from rag.chunk import load_kb
-from rag.quarantine import allowed
-from rag.sentences import SentenceIndex
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
+from rag.retrieval.sentences import SentenceIndex
 
 
 def run():

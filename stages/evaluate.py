@@ -1,8 +1,8 @@
 """Stage evaluate: retrieval of raw vs rewritten transcripts -> per_query.jsonl, retrieval.json."""
 from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag.io import write_json, write_jsonl
-from rag.pipeline import step_evaluate
-from rag.queries import load_queries
+from rag.voice.pipeline import step_evaluate
+from rag.voice.queries import load_queries
 
 
 def run():

@@ -1,13 +1,13 @@
 """Stage final: verify each answer (and, with a learned `select.design`, check it answers), fall back to an
 extractive sentence -> final.jsonl, final.json."""
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
-from rag.chunk import load_kb
-from rag.quarantine import allowed
-from rag.gate import Gate
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
+from rag.voice.gate import Gate
 from rag.io import read_jsonl, write_json, write_jsonl
-from rag.pipeline import step_final
-from rag.queries import load_queries
-from rag.sentences import SentenceIndex
+from rag.voice.pipeline import step_final
+from rag.voice.queries import load_queries
+from rag.retrieval.sentences import SentenceIndex
 
 
 def run():

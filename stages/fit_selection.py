@@ -1,15 +1,15 @@
 """Stage fit_selection (frozen; refit with `dvc repro -f fit_selection`): learn which retrieved sentence answers a
-question (`rag.selection`) on half of HeySQuAD; the models are shipped in models/, so the voice track needs no HeySQuAD.
+question (`rag.voice.selection`) on half of HeySQuAD; the models are shipped in models/, so the voice track needs no HeySQuAD.
 
 HeySQuAD's 16 articles are split by article: even-numbered articles train (and choose ``min_score``), odd ones
 report. Every question in its three forms (typed / human ASR / machine ASR, rewritten as in the voice track) gets
 the sentences of its top ``retrieval.k`` passages as candidates; a candidate is positive when it is in the gold
 paragraph and holds a gold answer span (the same string in another paragraph is left out of training). Near-miss
 negatives (SQuAD 2.0): each question with its rarest key word that the gold paragraph holds swapped
-(`rag.selection.swap_key_term`), searched again; none of its candidates answers. Half the swaps (a seeded coin)
+(`rag.voice.selection.swap_key_term`), searched again; none of its candidates answers. Half the swaps (a seeded coin)
 take a rare word of another article, half a word the KB never uses (from the MiniLM tokenizer's vocabulary): a
 caller's near miss names something the KB lacks ("rabies shot"), which a recogniser's garbled word also is.
-``min_score`` is chosen on the same training half (`rag.selection.choose_min_score`).
+``min_score`` is chosen on the same training half (`rag.voice.selection.choose_min_score`).
 Writes the models (``select.model_dir``/selection-{design}.json, committed), every (question, candidate, label) to
 ``select.pairs`` (the cross-encoder's training data, stage train_cross) and metrics/heysquad/selection.json:
 pick hit rate per form and split for the rules pick and each design, near-miss refused, ~4 min.
@@ -21,14 +21,15 @@ import time
 import numpy as np
 
 from common import ROOT, heysquad_index, main, params
-from rag import config, selection
-from rag.answer import pick_sentence, retrieve
-from rag.evaluate import embed_texts
-from rag.heysquad import SOURCES, as_transcripts
+from rag import config
+from rag.voice import selection
+from rag.voice.answer import pick_sentence, retrieve
+from rag.eval.evaluate import embed_texts
+from rag.bench.heysquad import SOURCES, as_transcripts
 from rag.io import write_json, write_jsonl
-from rag.queries import rewrite_queries
-from rag.retrieval import word_tokens
-from rag.sentences import SentenceIndex
+from rag.voice.queries import rewrite_queries
+from rag.retrieval.indexes import word_tokens
+from rag.retrieval.sentences import SentenceIndex
 
 
 def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid, near_miss):

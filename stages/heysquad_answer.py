@@ -1,11 +1,11 @@
 """Stage heysquad_answer: does the extractive fallback read out the sentence that holds the answer?
 
 On HeySQuAD's 1,002 questions (typed / human ASR / machine ASR, rewritten as in the voice track), the
-sentences of the paragraphs are ranked by `rag.answer.pick_sentence` and each pick is scored against SQuAD's
-gold answer spans (`rag.heysquad.sentence_picks`). Two settings: ``gold`` (the question's own paragraph: the
+sentences of the paragraphs are ranked by `rag.voice.answer.pick_sentence` and each pick is scored against SQuAD's
+gold answer spans (`rag.bench.heysquad.sentence_picks`). Two settings: ``gold`` (the question's own paragraph: the
 pick alone) and ``retrieved`` (the top ``retrieval.k`` passages in ``retrieval.mode``: what the voice
 pipeline reads). Sentence rankings compared: ``heysquad.pick_modes``. For the configured mode and the
-retrieved setting, the picks said at each ``heysquad.pick_min_cosine`` (`rag.heysquad.selective_accuracy`):
+retrieved setting, the picks said at each ``heysquad.pick_min_cosine`` (`rag.bench.heysquad.selective_accuracy`):
 the evidence for ``answer.min_sentence_cosine``. Writes ``{heysquad.metrics_dir}``/answer.json and answer.md.
 """
 import time
@@ -14,14 +14,14 @@ import numpy as np
 
 from common import ROOT, heysquad_index, main, params
 from rag import config
-from rag.answer import retrieve
-from rag.compare import markdown_table
-from rag.evaluate import embed_texts
-from rag.heysquad import SOURCES, as_transcripts, selective_accuracy, sentence_picks
+from rag.voice.answer import retrieve
+from rag.bench.compare import markdown_table
+from rag.eval.evaluate import embed_texts
+from rag.bench.heysquad import SOURCES, as_transcripts, selective_accuracy, sentence_picks
 from rag.io import InputError, write_json, write_text
-from rag.queries import rewrite_queries
-from rag.search import MODES
-from rag.sentences import SentenceIndex
+from rag.voice.queries import rewrite_queries
+from rag.retrieval.search import MODES
+from rag.retrieval.sentences import SentenceIndex
 
 
 def checked_grid(h: dict, settings) -> tuple[list[str], list[float]]:

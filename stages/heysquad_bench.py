@@ -6,12 +6,12 @@ import time
 
 from common import GATE_PATH, ROOT, heysquad_index, main, params
 from rag import config
-from rag.bench import whole_turn
-from rag.embed import get_embedder
+from rag.bench.latency import whole_turn
+from rag.retrieval.embed import get_embedder
 from rag.io import write_json
-from rag.gate import Gate
-from rag.pipeline import gate_function
-from rag.sentences import SentenceIndex
+from rag.voice.gate import Gate
+from rag.voice.pipeline import gate_function
+from rag.retrieval.sentences import SentenceIndex
 
 
 def run():

@@ -2,7 +2,7 @@
 import time
 
 from common import ROOT, main, params
-from rag.embed import get_embedder
+from rag.retrieval.embed import get_embedder
 from rag.io import read_jsonl, write_npy
 
 

@@ -10,10 +10,10 @@ import time
 
 from common import ROOT, heysquad_index, main, params
 from rag import config
-from rag.compare import evaluate_matrix, markdown_table, select
-from rag.heysquad import SOURCES, as_transcripts, asr_penalty
+from rag.bench.compare import evaluate_matrix, markdown_table, select
+from rag.bench.heysquad import SOURCES, as_transcripts, asr_penalty
 from rag.io import write_json, write_text
-from rag.queries import raw_queries, rewrite_queries
+from rag.voice.queries import raw_queries, rewrite_queries
 
 COLUMNS = ["recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"]
 SPOKEN = ("human", "machine")

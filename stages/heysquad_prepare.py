@@ -2,12 +2,12 @@
 
 Reads params ``heysquad.dir`` (read in place), ``sample_passages`` (0 = all 311), ``seed``, ``data_dir``.
 Writes ``{data_dir}/passages.jsonl`` (``_id, title, text, article``) and ``{data_dir}/queries.jsonl``
-(``id, relevant, answerable, typed, human, machine, answers``); see `rag.heysquad`.
+(``id, relevant, answerable, typed, human, machine, answers``); see `rag.bench.heysquad`.
 """
 import time
 
 from common import ROOT, main, params
-from rag.heysquad import load_heysquad, sample
+from rag.bench.heysquad import load_heysquad, sample
 from rag.io import write_jsonl
 
 

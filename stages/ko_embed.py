@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from common import main, params
-from rag import use_embed
+from rag.ko import dense as use_embed
 from rag.io import read_jsonl, write_json, write_npy
-from rag.squad import passage_text
+from rag.bench.squad import passage_text
 
 
 def ids_digest(rows: list[dict]) -> str:

@@ -2,13 +2,13 @@
 
 Reads params ``ko.*`` (data_dir, metrics_dir, squad_path, index_title), ``ko_gen.*`` and ``llm.*``
 ; data/ko/passages.jsonl, queries.jsonl, qrels.json and the gold
-answer texts from the KorQuAD JSON (rag.squad.load_answers). ``ko_gen.sample`` test questions drawn with
+answer texts from the KorQuAD JSON (rag.bench.squad.load_answers). ``ko_gen.sample`` test questions drawn with
 ``ko_gen.seed``; retriever: BM25 over Kiwi content morphemes (k1 ``ko_gen.bm25_k1``) on every passage.
 Conditions: gold_included (normal index) and gold_excluded (BM25 rebuilt without the question's gold
 passage). Grid: ``ko_gen.grid`` = {prompt: [top_k, ...]}. Per question, calls run prompt -> condition ->
 top_k ascending on one fresh server, so llama.cpp's prompt cache reuses the shared prefix (the order is
 fixed, so runs repeat). Each passage is shown as at most ``ko_gen.passage_max_chars`` characters of its
-sentences that share most question morphemes (rag.ko_answer.focus). Writes data/ko/generation.jsonl
+sentences that share most question morphemes (rag.ko.answer.focus). Writes data/ko/generation.jsonl
 (one row per call; KorQuAD text, git-ignored) and
 metrics/ko/generation.json/.md (numbers only).
 """
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from common import main, params
 
-from rag import korean
+from rag.ko import tokenize as korean
 from rag.io import InputError, read_jsonl, write_json, write_jsonl, write_text
-from rag.ko_answer import KoSettings, answer_ko, focus, score_rows
-from rag.pipeline import llm_url
-from rag.retrieval import BM25Index
-from rag.squad import load_answers, passage_text
+from rag.ko.answer import KoSettings, answer_ko, focus, score_rows
+from rag.voice.pipeline import llm_url
+from rag.retrieval.indexes import BM25Index
+from rag.bench.squad import load_answers, passage_text
 
 CONDITIONS = ("gold_included", "gold_excluded")
 

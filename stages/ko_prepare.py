@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common import main, params
 from rag.io import write_json, write_jsonl, write_text
-from rag.squad import load_squad, split_articles, split_queries
+from rag.bench.squad import load_squad, split_articles, split_queries
 
 
 def run() -> None:

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from common import main, params
-from rag import korean
+from rag.ko import tokenize as korean
 from rag.io import InputError, read_jsonl, write_json, write_text
-from rag.learned_fusion import fuse, search_rrf, weight_grid
-from rag.metrics import evaluate_run, to_run
-from rag.retrieval import BM25Index, DenseIndex
-from rag.squad import passage_text
+from rag.retrieval.learned_fusion import fuse, search_rrf, weight_grid
+from rag.eval.metrics import evaluate_run, to_run
+from rag.retrieval.indexes import BM25Index, DenseIndex
+from rag.bench.squad import passage_text
 
 DENSE = "use"
 

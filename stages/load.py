@@ -5,15 +5,15 @@ import time
 
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, main, params, voice_index
 from rag import config
-from rag.chunk import load_kb
-from rag.gate import Gate
+from rag.retrieval.chunk import load_kb
+from rag.voice.gate import Gate
 from rag.io import write_json
-from rag.kb_cache import KnowledgeBase
-from rag.llm_server import LocalServer
-from rag.loadtest import check_said, run_level, summarise
-from rag.pipeline import answer_question, check_gate
-from rag.queries import load_queries
-from rag.sentences import SentenceIndex
+from rag.retrieval.kb_cache import KnowledgeBase
+from rag.llm.server import LocalServer
+from rag.bench.loadtest import check_said, run_level, summarise
+from rag.voice.pipeline import answer_question, check_gate
+from rag.voice.queries import load_queries
+from rag.retrieval.sentences import SentenceIndex
 
 
 def run():

@@ -3,7 +3,7 @@
 Store: one append plus one read of the last ``memory.max_turns`` turns (`rag.memory.bench.turn_overhead_ms`),
 ``bench.memory_turns`` times, on SQLite in memory, an SQLite file (the embedded default), Redis (valkey-server) and
 PostgreSQL, the servers started here from their pip wheels on Unix sockets and stopped by PID
-(`rag.memory.servers`). Resolve: `rag.followup.Resolver.resolve` on every clinic dialogue turn (its gate scores
+(`rag.memory.servers`). Resolve: `rag.voice.followup.Resolver.resolve` on every clinic dialogue turn (its gate scores
 included). Writes metrics/voice/memory_bench.json (milliseconds; goals: store p50 <= 5 ms embedded, <= 10 ms Redis).
 """
 import tempfile
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params
-from rag.bench import summary
-from rag.gate import Gate
+from rag.bench.latency import summary
+from rag.voice.gate import Gate
 from rag.io import read_jsonl, write_json
 from rag.memory import open_store
 from rag.memory.bench import turn_overhead_ms
@@ -23,12 +23,12 @@ DIALOGUES = ROOT / "fixtures" / "dialogues" / "queries.jsonl"
 
 def resolve_ms(p: dict) -> dict:
     """p50/p95 ms of resolving each clinic dialogue turn against its dialogue's earlier resolved queries."""
-    from rag.chunk import load_kb
-    from rag.kb_cache import KnowledgeBase
-    from rag.pipeline import follow_up_resolver
-    from rag.quarantine import allowed
-    from rag.search import PassageIndex
-    from rag.sentences import SentenceIndex
+    from rag.retrieval.chunk import load_kb
+    from rag.retrieval.kb_cache import KnowledgeBase
+    from rag.voice.pipeline import follow_up_resolver
+    from rag.voice.quarantine import allowed
+    from rag.retrieval.search import PassageIndex
+    from rag.retrieval.sentences import SentenceIndex
     from rag import config
 
     folder = ROOT / p["voice"]["kb"]

@@ -2,7 +2,7 @@
 
 Every paragraph of the clinic KB (``voice.kb``), the vet KB (``abstain.transfer_kb``), HeySQuAD dev-common's
 paragraphs (``heysquad.dir``, typed file) and KorQuAD 1.0 dev's (``ko.squad_path``, every context, duplicates
-kept) is judged by `rag.quarantine.instruction_like` through the KB reader's splitter (`rag.chunk.blocks`).
+kept) is judged by `rag.voice.quarantine.instruction_like` through the KB reader's splitter (`rag.retrieval.chunk.blocks`).
 None of them holds an instruction to an assistant, so every flag is a false positive. Separate from stage chunk
 so that the voice track never needs the public data (fetch_data). Only ids, paragraph numbers and cue names
 are written (KorQuAD's licence: no derived text in the repository).
@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from common import ROOT, main, params
-from rag.chunk import blocks, kb_blocks
-from rag.heysquad import SOURCES
+from rag.retrieval.chunk import blocks, kb_blocks
+from rag.bench.heysquad import SOURCES
 from rag.io import write_json
-from rag.squad import load_squad
+from rag.bench.squad import load_squad
 
 
 def _summary(source: str, docs: list[tuple[str, list]]) -> dict:

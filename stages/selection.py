@@ -1,4 +1,4 @@
-"""Stage selection: what each answer-selection design (`select.design` values, `rag.selection`) says, per set.
+"""Stage selection: what each answer-selection design (`select.design` values, `rag.voice.selection`) says, per set.
 
 Sets: the clinic fixture (its tables on: the KB they were written for), the held-out vet KB clean and noisy (tables
 off: `verify.slots` and `verify.answer_types` are the clinic's), and the near-miss sets (`select.near_miss`, typed
@@ -12,18 +12,18 @@ import json
 import time
 
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params, tables_off
-from rag import selection
-from rag.chunk import load_kb
-from rag.quarantine import allowed
-from rag.compare import markdown_table
-from rag.evaluate import embed_texts
+from rag.voice import selection
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
+from rag.bench.compare import markdown_table
+from rag.eval.evaluate import embed_texts
 from rag.io import read_jsonl, write_json, write_text
-from rag.gate import Gate
-from rag.pipeline import gate_function, step_answer, step_final
-from rag.queries import load_queries, rewrite_queries
+from rag.voice.gate import Gate
+from rag.voice.pipeline import gate_function, step_answer, step_final
+from rag.voice.queries import load_queries, rewrite_queries
 from rag import config
-from rag.search import PassageIndex
-from rag.sentences import SentenceIndex
+from rag.retrieval.search import PassageIndex
+from rag.retrieval.sentences import SentenceIndex
 
 KEYS = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refusal_recall", "unsupported_said")
 

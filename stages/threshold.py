@@ -2,7 +2,7 @@
 models/gate.json (the shipped gate that `rag run` / `rag ask` apply to any KB) and metrics/voice/threshold.json."""
 from common import GATE_PATH, VOICE_DATA, VOICE_METRICS, main, params
 from rag.io import read_jsonl, write_json
-from rag.pipeline import step_threshold
+from rag.voice.pipeline import step_threshold
 
 
 def run():

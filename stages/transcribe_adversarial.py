@@ -1,6 +1,6 @@
 """Stage `transcribe_adversarial` (frozen): the recogniser's form (`asr`) of the spoken adversarial questions.
 
-The English spoken attacks of fixtures/adversarial/questions.jsonl (`rag.adversarial.has_asr_form`: not JSON, not
+The English spoken attacks of fixtures/adversarial/questions.jsonl (`rag.bench.adversarial.has_asr_form`: not JSON, not
 the very long or very short transcripts) through the same TTS -> ASR chain and params.yaml `transcribe` settings as
 stage `transcribe` (clean, no noise), into fixtures/adversarial/queries.jsonl ``{id, spoken, asr}``. Needs the
 `voice` extra and sox; run by hand:
@@ -8,9 +8,9 @@ stage `transcribe` (clean, no noise), into fixtures/adversarial/queries.jsonl ``
 """
 from importlib.metadata import version
 
-from rag.adversarial import has_asr_form, load_rows
+from rag.bench.adversarial import has_asr_form, load_rows
 from rag.io import read_params, write_jsonl
-from rag.speech import transcribe_text
+from rag.voice.speech import transcribe_text
 
 SRC, DST = "fixtures/adversarial/questions.jsonl", "fixtures/adversarial/queries.jsonl"
 

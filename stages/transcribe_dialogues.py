@@ -11,7 +11,7 @@ and `standalone_asr` after `standalone`. Needs the `voice` extra and sox; run by
 from importlib.metadata import version
 
 from rag.io import read_jsonl, read_params, write_jsonl
-from rag.speech import transcribe_text
+from rag.voice.speech import transcribe_text
 
 SRC, DST = "fixtures/dialogues/dialogues.jsonl", "fixtures/dialogues/queries.jsonl"
 FIELDS = ["dialogue", "kb", "turn", "id", "spoken", "standalone", "kind", "relevant", "answerable", "facts"]

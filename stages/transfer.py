@@ -1,6 +1,6 @@
 """Stage transfer: abstention signals fitted on the clinic fixture, applied unchanged to the vet KB.
 
-For each signal (rag.abstain) tau is fitted on the clinic questions (rewritten transcripts) with
+For each signal (rag.voice.abstain) tau is fitted on the clinic questions (rewritten transcripts) with
 ``threshold.policy``/``epsilon``; the combined model is fitted on the clinic rows only. Both are then
 applied as is to the held-out vet KB, clean and noisy ASR. Writes metrics/voice/transfer.json and
 metrics/voice/transfer.md (every signal), and the headline metrics/voice/vet.json (what is said on the vet KB,
@@ -8,22 +8,23 @@ clean and noisy: `answer_key` below); the default signal is picked on the TRANSF
 
 ``answer_key``: what is said on every set when the LLM is down (the extractive fallback, gated by
 ``abstain.signal`` at its fixture tau), scored against each question's ``facts``: the held-out check
-of the verifier's extractive pick (`rag.answer.extractive`), never tuned on.
+of the verifier's extractive pick (`rag.voice.answer.extractive`), never tuned on.
 """
 import time
 
 
 from common import ROOT, VOICE_METRICS, answer_scorer, main, params
-from rag import abstain, config
-from rag.evaluate import doc_runs, embed_texts, retrieval_metrics
-from rag.chunk import load_kb
-from rag.quarantine import allowed
-from rag.embed import embedder_id
-from rag.gate import fit_gate
-from rag.pipeline import question_signals, step_answer, step_final
+from rag import config
+from rag.voice import abstain
+from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
+from rag.retrieval.chunk import load_kb
+from rag.voice.quarantine import allowed
+from rag.retrieval.embed import embedder_id
+from rag.voice.gate import fit_gate
+from rag.voice.pipeline import question_signals, step_answer, step_final
 from rag.io import write_json, write_text
-from rag.queries import load_queries, raw_queries, rewrite_queries
-from rag.search import PassageIndex
+from rag.voice.queries import load_queries, raw_queries, rewrite_queries
+from rag.retrieval.search import PassageIndex
 
 FIT, TRANSFER = "fixture", ("transfer_clean", "transfer_noisy")
 VET_HEADLINE = ("factual_accuracy", "grounded_wrong_said", "unsupported_said", "refusal_precision", "refusal_recall",

@@ -1,11 +1,11 @@
-"""rag.abstain: hand-computed signals on a toy index (hand-set vectors, no embedder), AUROC and
+"""rag.voice.abstain: hand-computed signals on a toy index (hand-set vectors, no embedder), AUROC and
 refusal precision/recall on tiny lists, and the combined model's training rows."""
 import numpy as np
 import pytest
 
-from rag import abstain
-from rag.chunk import Passage
-from rag.search import PassageIndex
+from rag.voice import abstain
+from rag.retrieval.chunk import Passage
+from rag.retrieval.search import PassageIndex
 
 E = np.eye(4, dtype=np.float32)
 LABELS = {"a": True, "b": True, "c": False, "d": False}

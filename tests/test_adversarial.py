@@ -6,12 +6,12 @@ import time
 import pytest
 
 from llm_stub import Stub
-from rag import adversarial as adv
+from rag.bench import adversarial as adv
 from rag import config
-from rag.chunk import load_kb
-from rag.gate import Gate
+from rag.retrieval.chunk import load_kb
+from rag.voice.gate import Gate
 from rag.io import read_jsonl
-from rag.loadtest import check_said
+from rag.bench.loadtest import check_said
 
 from conftest import ROOT
 
@@ -137,8 +137,8 @@ def test_bad_rows_are_input_errors(tmp_path):
 @pytest.fixture(scope="module")
 def clinic(tmp_path_factory):
     from rag.io import read_params
-    from rag.kb_cache import open_kb
-    from rag.pipeline import check_gate
+    from rag.retrieval.kb_cache import open_kb
+    from rag.voice.pipeline import check_gate
 
     p = read_params(ROOT / "params.yaml")
     gate = Gate.load(ROOT / "models" / "gate.json")
@@ -148,7 +148,7 @@ def clinic(tmp_path_factory):
 
 
 def turn(clinic, question, reply, mode=None):
-    from rag.pipeline import answer_question
+    from rag.voice.pipeline import answer_question
 
     p, gate, kb = clinic
     if mode:

@@ -2,11 +2,11 @@
 the repro)."""
 from conftest import ROOT
 from rag import config
-from rag.bench import TURN_STEPS, summary, whole_turn
-from rag.embed import get_embedder
-from rag.gate import Gate
-from rag.kb_cache import open_kb
-from rag.pipeline import gate_function
+from rag.bench.latency import TURN_STEPS, summary, whole_turn
+from rag.retrieval.embed import get_embedder
+from rag.voice.gate import Gate
+from rag.retrieval.kb_cache import open_kb
+from rag.voice.pipeline import gate_function
 
 
 def test_summary_percentiles():

@@ -1,6 +1,6 @@
 import pytest
 
-from rag.chunk import chunk_document, chunk_folder, load_kb
+from rag.retrieval.chunk import chunk_document, chunk_folder, load_kb
 from rag.io import InputError
 
 

@@ -5,9 +5,9 @@ import pytest
 
 from llm_stub import Stub
 from rag.__main__ import main
-from rag.gate import ThresholdError, choose_tau
+from rag.voice.gate import ThresholdError, choose_tau
 from rag.io import InputError
-from rag.queries import load_queries
+from rag.voice.queries import load_queries
 
 from conftest import write_params
 

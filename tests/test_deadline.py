@@ -8,13 +8,13 @@ import pytest
 
 from llm_stub import Stub
 from rag import config
-from rag.answer import AnswerSettings, answer_row, decide, turn_deadline
-from rag.chunk import load_kb
-from rag.embed import get_embedder
-from rag.llm import answer_schema, ask, build_messages
-from rag.llm_server import LocalServer, free_port
-from rag.loadtest import check_said, run_level, summarise
-from rag.search import PassageIndex
+from rag.voice.answer import AnswerSettings, answer_row, decide, turn_deadline
+from rag.retrieval.chunk import load_kb
+from rag.retrieval.embed import get_embedder
+from rag.llm.client import answer_schema, ask, build_messages
+from rag.llm.server import LocalServer, free_port
+from rag.bench.loadtest import check_said, run_level, summarise
+from rag.retrieval.search import PassageIndex
 
 QUERY = "what time do you open on saturday"
 SLACK_S = 0.6  # scheduling on 2 shared cores; the turn's own work after the LLM is within reserve_s
@@ -54,7 +54,7 @@ def test_slow_stream_is_cancelled_at_the_deadline(setup):
 
 
 def load_kb_sentences(setup, doc):
-    from rag.verify import split_sentences
+    from rag.voice.verify import split_sentences
 
     return split_sentences(setup[1][doc])
 
@@ -144,7 +144,7 @@ def test_deadline_params(params):
         LocalServer(model_path="x.gguf", n_parallel=0)
 
 
-# --- stage load's bookkeeping (rag.loadtest) on fake turns ---
+# --- stage load's bookkeeping (rag.bench.loadtest) on fake turns ---
 
 KB = {"kb-hours": "On Saturday we are open from 9 a.m. to 1 p.m. We are closed on Sunday."}
 REFUSAL = AnswerSettings().refusal

@@ -6,8 +6,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from rag.chunk import load_kb
-from rag.verify import split_sentences
+from rag.retrieval.chunk import load_kb
+from rag.voice.verify import split_sentences
 
 from conftest import ROOT
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from rag.embed import get_embedder
-from rag.search import PassageIndex, default_index, search
+from rag.retrieval.embed import get_embedder
+from rag.retrieval.search import PassageIndex, default_index, search
 
 REFILL_Q = "How long does a refill take?"
 REFILL = "Prescription refills are processed within 3 business days."
@@ -48,10 +48,10 @@ def test_a_unique_phone_number_is_ranked_first_on_the_clinic_kb(params, monkeypa
     """Issue 10, item 5: "what is 555-0177" (only kb-billing holds 0177) was BM25's and the phonetic
     list's rank 1 but fourth after RRF in hybrid_phonetic with the live params; the exact-match
     override keeps it first. The clinic fixture questions (no unique number) keep their RRF rankings."""
-    import rag.search
+    import rag.retrieval.search
     from rag import config
-    from rag.queries import load_queries, rewrite_queries
-    from rag.search import DEFAULT_KB, doc_ranking
+    from rag.voice.queries import load_queries, rewrite_queries
+    from rag.retrieval.search import DEFAULT_KB, doc_ranking
 
     index = PassageIndex(default_index().passages, default_index().vectors, config.hybrid_config(params))
     query = "what is 555-0177"
@@ -65,6 +65,6 @@ def test_a_unique_phone_number_is_ranked_first_on_the_clinic_kb(params, monkeypa
     def runs():
         return {q: doc_ranking(index.passages, index.ranking(t, "hybrid_phonetic", vectors[q])) for q, t in texts.items()}
     promoted = runs()
-    monkeypatch.setattr(rag.search, "promote_exact_hit", lambda fused, *_: fused)
+    monkeypatch.setattr(rag.retrieval.search, "promote_exact_hit", lambda fused, *_: fused)
     assert doc_ranking(index.passages, index.ranking(query, "hybrid_phonetic", vector))[3][0] == "kb-billing"  # the bug
     assert runs() == promoted

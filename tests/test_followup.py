@@ -1,11 +1,11 @@
-"""Follow-up resolution in a session (rag.followup): openers, pronouns, ellipsis, nothing to lean on."""
+"""Follow-up resolution in a session (rag.voice.followup): openers, pronouns, ellipsis, nothing to lean on."""
 import pytest
 
 from rag import config
-from rag.chunk import load_kb
-from rag.followup import FollowUpRules, Resolution, Resolver
-from rag.rewrite import RewriteRules
-from rag.search import PassageIndex
+from rag.retrieval.chunk import load_kb
+from rag.voice.followup import FollowUpRules, Resolution, Resolver
+from rag.voice.rewrite import RewriteRules
+from rag.retrieval.search import PassageIndex
 
 DOCS = {  # five documents: "cost" and "dog" are everywhere, "pharmacy", "patel", "boarding" in one each
     "hours": "We are open from 8 a.m. to 6 p.m. on weekdays. On Saturday we open at 9 a.m. A visit for a dog costs $50.",

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from rag.compare import evaluate_matrix
-from rag.embed import get_embedder
-from rag.heysquad import SOURCES, as_passages, as_transcripts, asr_penalty, load_heysquad, sample
+from rag.bench.compare import evaluate_matrix
+from rag.retrieval.embed import get_embedder
+from rag.bench.heysquad import SOURCES, as_passages, as_transcripts, asr_penalty, load_heysquad, sample
 from rag.io import InputError
-from rag.queries import raw_queries, rewrite_queries
-from rag.search import PassageIndex
+from rag.voice.queries import raw_queries, rewrite_queries
+from rag.retrieval.search import PassageIndex
 
 HEYSQUAD = Path(__file__).resolve().parents[2] / "shared/data/heysquad"
 
@@ -71,10 +71,10 @@ def test_asr_penalty_by_hand():
 
 
 def test_sentence_picks():
-    from rag.heysquad import selective_accuracy, sentence_picks
-    from rag.search import HybridConfig
-    from rag.sentences import SentenceIndex
-    from rag.verify import DEFAULT_VERIFY
+    from rag.bench.heysquad import selective_accuracy, sentence_picks
+    from rag.retrieval.search import HybridConfig
+    from rag.retrieval.sentences import SentenceIndex
+    from rag.voice.verify import DEFAULT_VERIFY
 
     kb = {"p": "The bridge opened in 1932. It is painted red. Ferries still cross the bay."}
     sentences = ["The bridge opened in 1932.", "It is painted red.", "Ferries still cross the bay."]
@@ -100,7 +100,7 @@ def test_sentence_picks():
 
 
 def test_selective_accuracy_by_hand():
-    from rag.heysquad import selective_accuracy
+    from rag.bench.heysquad import selective_accuracy
 
     picks = [{"hit": True, "cosine": 0.6}, {"hit": False, "cosine": 0.5}, {"hit": True, "cosine": 0.2},
              {"hit": False, "cosine": 0.1}]

@@ -6,13 +6,13 @@ import warnings
 import numpy as np
 import pytest
 
-from rag.chunk import chunk_document, chunk_folder, load_kb, token_count
-from rag.embed import MAX_TOKENS
+from rag.retrieval.chunk import chunk_document, chunk_folder, load_kb, token_count
+from rag.retrieval.embed import MAX_TOKENS
 from rag.io import normalise_text, read_jsonl
-from rag.queries import load_queries
-from rag.rewrite import rewrite
-from rag.search import PassageIndex
-from rag.verify import split_sentences
+from rag.voice.queries import load_queries
+from rag.voice.rewrite import rewrite
+from rag.retrieval.search import PassageIndex
+from rag.voice.verify import split_sentences
 
 FILLER = " ".join(f"Our garden volunteer number {i} waters the ferns near the lobby window." for i in range(1, 41))
 FACT = "The staff parking gate code is 4417."
@@ -136,7 +136,7 @@ def test_abbreviations_do_not_end_sentences():
 
 
 def test_a_nul_byte_is_an_input_error_naming_the_file(tmp_path):
-    from rag.chunk import chunk_folder, load_kb
+    from rag.retrieval.chunk import chunk_folder, load_kb
     from rag.io import InputError
 
     kb = tmp_path / "kb"

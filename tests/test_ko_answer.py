@@ -5,11 +5,11 @@ import json
 import pytest
 
 from llm_stub import Stub
-from rag.ko_answer import (ABSTAIN, KoSettings, ask_ko, build_ko_messages, citations_valid, decide_ko,
+from rag.ko.answer import (ABSTAIN, KoSettings, ask_ko, build_ko_messages, citations_valid, decide_ko,
                            extractive_ko, focus, hallucinated, is_abstention, key_terms, parse_raw, score_rows,
                            span_match, verify_ko)
-from rag.llm import cited_schema, validate_cited
-from rag.squad import answer_texts
+from rag.llm.client import cited_schema, validate_cited
+from rag.bench.squad import answer_texts
 
 P = ["서울은 대한민국의 수도이다. 인구는 약 950만 명이다.", "부산은 항구 도시이다."]
 Q = "대한민국의 수도는 어디인가?"

@@ -2,7 +2,7 @@
 with the answer's and the question's key terms."""
 import pytest
 
-from rag.ko_answer import (ABSTAIN, decide_ko, is_negative_ko, number_support, numbers_ko, polarity_agrees,
+from rag.ko.answer import (ABSTAIN, decide_ko, is_negative_ko, number_support, numbers_ko, polarity_agrees,
                            score_rows, verify_ko)
 
 NEG_DRUG = "이 약은 임산부가 복용할 수 없다."

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from rag import korean
-from rag.korean import char_bigrams, kiwi_tokens, kiwi_tokens_batch, whitespace_tokens
-from rag.retrieval import BM25Index
+from rag.ko import tokenize as korean
+from rag.ko.tokenize import char_bigrams, kiwi_tokens, kiwi_tokens_batch, whitespace_tokens
+from rag.retrieval.indexes import BM25Index
 
 PASSAGES = [
     "서울은 대한민국의 수도이다.",
@@ -59,7 +59,7 @@ def test_tokenizer_versions():
         korean.tokenizer_version("mecab")
 
 
-from rag import use_embed  # noqa: E402  (the model is installed by the Makefile: requirements-nodeps.txt)
+from rag.ko import dense as use_embed  # noqa: E402  (the model is installed by the Makefile: requirements-nodeps.txt)
 
 
 def test_use_embeddings_are_unit_512_rows_and_rank_a_paraphrase_first():

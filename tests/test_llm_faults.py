@@ -4,13 +4,13 @@ import json
 import pytest
 
 from llm_stub import Stub
-from rag.answer import AnswerSettings, answer_row, decide
-from rag.chunk import load_kb
-from rag.embed import get_embedder
-from rag.llm import answer_schema, validate
-from rag.llm_server import free_port
-from rag.search import PassageIndex
-from rag.sentences import SentenceIndex
+from rag.voice.answer import AnswerSettings, answer_row, decide
+from rag.retrieval.chunk import load_kb
+from rag.retrieval.embed import get_embedder
+from rag.llm.client import answer_schema, validate
+from rag.llm.server import free_port
+from rag.retrieval.search import PassageIndex
+from rag.retrieval.sentences import SentenceIndex
 
 QUERY = "what time do you open on saturday"
 
@@ -95,7 +95,7 @@ def test_choose_mode_binds_answer_to_sentences():
 
 
 def test_extractive_prefers_answer_type_then_slot(setup):
-    from rag.answer import extractive
+    from rag.voice.answer import extractive
 
     _, kb, _ = setup
     q = "how long does a refill take"
@@ -130,8 +130,8 @@ def test_extractive_ranks_sentences_in_the_retrieval_mode():
     # cosine the 10 p.m. fasting sentence wins; searched like passages (BM25 meets "surgery"), the drop-off.
     from conftest import ROOT
 
-    from rag.answer import extractive
-    from rag.search import HybridConfig
+    from rag.voice.answer import extractive
+    from rag.retrieval.search import HybridConfig
 
     kb = load_kb(ROOT / "fixtures" / "transfer" / "kb")
     q = "but what time should i bring my dog in for surgery"

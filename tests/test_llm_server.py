@@ -8,12 +8,12 @@ import pytest
 
 from conftest import ROOT
 from rag import config
-from rag.chunk import load_kb
-from rag.evaluate import embed_texts
-from rag.llm_server import LocalServer
-from rag.queries import load_queries, rewrite_queries
-from rag.answer import answer_row, decide
-from rag.search import PassageIndex
+from rag.retrieval.chunk import load_kb
+from rag.eval.evaluate import embed_texts
+from rag.llm.server import LocalServer
+from rag.voice.queries import load_queries, rewrite_queries
+from rag.voice.answer import answer_row, decide
+from rag.retrieval.search import PassageIndex
 
 KB = ROOT / "fixtures" / "voice" / "kb"
 
@@ -63,7 +63,7 @@ def test_server_does_not_outlive_a_killed_parent():
     import sys
     import time
 
-    code = ("from rag.llm_server import LocalServer; s = LocalServer().start(); print(s.pid, flush=True); "
+    code = ("from rag.llm.server import LocalServer; s = LocalServer().start(); print(s.pid, flush=True); "
             "import time; time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 import redis
 
-from rag.llm_server import free_port
+from rag.llm.server import free_port
 from rag.memory import CallerHasher, Memory, MemoryUnavailable, Turn, open_memory, open_store
 from rag.memory.bench import turn_overhead_ms
 

@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from rag.learned_fusion import fuse, search_rrf, weight_grid
-from rag.metrics import evaluate_run, strict_order, to_run
+from rag.retrieval.learned_fusion import fuse, search_rrf, weight_grid
+from rag.eval.metrics import evaluate_run, strict_order, to_run
 
 L3 = 1 / math.log2(3)  # DCG discount at rank 2 = 0.63093
 L5 = 1 / math.log2(5)  # DCG discount at rank 4 = 0.43068

@@ -1,13 +1,13 @@
-"""Numbers as people say them (rag.numbers), in queries (`rewrite`) and in KB sentences (`number_facts`)."""
+"""Numbers as people say them (rag.voice.numbers), in queries (`rewrite`) and in KB sentences (`number_facts`)."""
 import copy
 
 import pytest
 
 from rag.config import rewrite_rules
-from rag.numbers import Number, kept_zeros, read_numbers, to_words
-from rag.retrieval import word_tokens
-from rag.rewrite import DEFAULT_RULES, RewriteRules, normalise, rewrite
-from rag.verify import answer_claims, number_facts, verify
+from rag.voice.numbers import Number, kept_zeros, read_numbers, to_words
+from rag.retrieval.indexes import word_tokens
+from rag.voice.rewrite import DEFAULT_RULES, RewriteRules, normalise, rewrite
+from rag.voice.verify import answer_claims, number_facts, verify
 
 
 @pytest.mark.parametrize("spoken, query", [

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import ROOT, write_params
 from rag.__main__ import main
-from rag.gate import Gate, GateMismatch
+from rag.voice.gate import Gate, GateMismatch
 
 DOWN = "http://127.0.0.1:9"  # nothing listens there: every answer is the verified extractive fallback
 QUESTIONS = [
@@ -168,7 +168,7 @@ def test_bad_gate_files(museum, capsys, tmp_path):
 
 
 def test_a_broken_cache_entry_is_rebuilt(museum):
-    from rag.kb_cache import fingerprint, open_kb
+    from rag.retrieval.kb_cache import fingerprint, open_kb
 
     kb, _, cache = museum
     first = open_kb(kb, cache_dir=cache)

@@ -1,13 +1,13 @@
-"""Phonetic keys (rag.phonetic) and the hybrid_phonetic mode (rag.search), keys computed by hand."""
+"""Phonetic keys (rag.retrieval.phonetic) and the hybrid_phonetic mode (rag.retrieval.search), keys computed by hand."""
 import dataclasses
 
 import numpy as np
 import pytest
 
-from rag.chunk import Passage
-from rag.phonetic import phonetic_key, phonetic_ngrams, phonetic_tokens, tokenizer
-from rag.retrieval import rrf_fuse
-from rag.search import MODES, HybridConfig, PassageIndex
+from rag.retrieval.chunk import Passage
+from rag.retrieval.phonetic import phonetic_key, phonetic_ngrams, phonetic_tokens, tokenizer
+from rag.retrieval.indexes import rrf_fuse
+from rag.retrieval.search import MODES, HybridConfig, PassageIndex
 
 
 def test_misheard_word_shares_the_right_words_key():

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rag import numbers
-from rag.chunk import chunk_document, chunk_folder
+from rag.voice import numbers
+from rag.retrieval.chunk import chunk_document, chunk_folder
 from rag.config import rewrite_rules, verify_rules
 from rag.io import InputError, normalise_text, read_jsonl, read_params
-from rag.numbers import Number
-from rag.queries import load_queries
-from rag.rewrite import DEFAULT_RULES, normalise, rewrite
-from rag.verify import REASONS, answer_claims, number_facts, split_sentences, verify
+from rag.voice.numbers import Number
+from rag.voice.queries import load_queries
+from rag.voice.rewrite import DEFAULT_RULES, normalise, rewrite
+from rag.voice.verify import REASONS, answer_claims, number_facts, split_sentences, verify
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = read_params(ROOT / "params.yaml")
@@ -63,7 +63,7 @@ rule_sets = st.sampled_from([DEFAULT_RULES, PROJECT_RULES])
 @example("\uff26\ud7fc", DEFAULT_RULES)                 # was "ｆ" then "f": unassigned U+D7FC picked NFC
 def test_rewrite_never_raises_and_is_idempotent(text, rules):
     # Without a context, the rewrite is a normal form: rewriting its output changes nothing. This matters beyond
-    # neatness: a follow-up is resolved against its context's REWRITTEN query (rag.queries.rewrite_queries),
+    # neatness: a follow-up is resolved against its context's REWRITTEN query (rag.voice.queries.rewrite_queries),
     # which `rewrite` normalises again. (With a context the appended follow-up is not re-read across the
     # junction: "what time is it half past" + "and what about three" -> "... half past 3", which a second
     # rewrite reads as 3:30; such joins are not meant to be normal forms, so only the no-context case is tested.)

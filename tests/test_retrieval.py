@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from rag import config
-from rag.retrieval import BM25Index, promote_exact_hit, rrf_fuse
-from rag.search import HybridConfig, PassageIndex
-from rag.chunk import Passage
+from rag.retrieval.indexes import BM25Index, promote_exact_hit, rrf_fuse
+from rag.retrieval.search import HybridConfig, PassageIndex
+from rag.retrieval.chunk import Passage
 
 TEXTS = ["the clinic opens at nine on saturday",   # 7 tokens
          "refills take three business days",       # 5
@@ -85,7 +85,7 @@ def test_non_string_stopwords_are_refused():
     assert config.hybrid_config({"retrieval": {**retrieval, "stopwords": words}}).stopwords == set(words)
 
 
-# Exact-match override (rag.retrieval.promote_exact_hit). p0 alone holds "0177"; "555" is in p0 and p1.
+# Exact-match override (rag.retrieval.indexes.promote_exact_hit). p0 alone holds "0177"; "555" is in p0 and p1.
 NUMBER_TEXTS = ["call the billing office at 555-0177",
                 "call the nurse line at 555-0148",
                 "the nurse line is open all night",

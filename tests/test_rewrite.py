@@ -1,5 +1,5 @@
 from rag.config import rewrite_rules
-from rag.rewrite import DEFAULT_RULES, rewrite, weekday_of
+from rag.voice.rewrite import DEFAULT_RULES, rewrite, weekday_of
 
 
 def test_seed_example():
@@ -53,7 +53,7 @@ def test_service_follow_up_swaps_the_service(params):
 
 
 def test_contrast_pairs_are_one_word_differences():
-    from rag.rewrite import contrast_pairs
+    from rag.voice.rewrite import contrast_pairs
 
     sentences = ["A rabies shot for a dog costs $35.", "A rabies shot for a cat costs thirty.",
                  "On Saturday we open at 9 a.m.", "On Sunday we open at 10 a.m.",   # weekdays: rule 4 has them
@@ -67,7 +67,7 @@ def test_follow_up_swaps_a_pair_the_kb_contrasts(params):
     # Held-out vet KB, t06: "And how about for cats?" after the dog question (clean ASR).
     from conftest import ROOT
 
-    from rag.chunk import chunk_folder
+    from rag.retrieval.chunk import chunk_folder
 
     context = "how much is the rabies shot for my dog"
     assert rewrite("AND HOW ABOUT FOR CATS", context, rewrite_rules(params)) == \

@@ -1,4 +1,4 @@
-"""Answer selection (rag.selection): features, the shipped scorers, the min_score choice, decide() with a scorer."""
+"""Answer selection (rag.voice.selection): features, the shipped scorers, the min_score choice, decide() with a scorer."""
 import json
 import random
 
@@ -6,15 +6,16 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from rag import config, selection
-from rag.chunk import load_kb
+from rag import config
+from rag.voice import selection
+from rag.retrieval.chunk import load_kb
 from rag.io import InputError
-from rag.sentences import SentenceIndex
+from rag.retrieval.sentences import SentenceIndex
 
 
 @pytest.fixture(scope="module")
 def clinic():
-    from rag.embed import get_embedder
+    from rag.retrieval.embed import get_embedder
 
     kb = load_kb(ROOT / "fixtures" / "voice" / "kb")
     return kb, SentenceIndex.build(kb), get_embedder()
@@ -112,7 +113,7 @@ def test_shipped_scorers_load_and_rank_the_price_sentence_first(clinic):
 
 def test_decide_rejects_a_verbatim_sentence_that_does_not_answer(clinic):
     """The issue's stub: the model picks "A regular visit lasts 20 minutes." for a yearly physical question."""
-    from rag.answer import AnswerSettings, decide
+    from rag.voice.answer import AnswerSettings, decide
 
     kb, sentences, emb = clinic
     scorer = selection.AnswerScorer.load(ROOT / "models" / "selection-linear.json")
@@ -132,9 +133,9 @@ def test_decide_rejects_a_verbatim_sentence_that_does_not_answer(clinic):
 def test_the_issues_stub_llm_answer_is_replaced_by_a_scorer(clinic):
     """The issue's stub LLM says "A regular visit lasts 20 minutes." for "how long is a yearly physical": the
     verifier alone lets it through; every learned design replaces it (the KB's yearly-physical sentence scores higher)."""
-    from rag.answer import AnswerSettings, decide
-    from rag.selection import load_scorer
-    from rag.verify import verify
+    from rag.voice.answer import AnswerSettings, decide
+    from rag.voice.selection import load_scorer
+    from rag.voice.verify import verify
 
     kb, sentences, emb = clinic
     q = "how long is a yearly physical"
@@ -150,7 +151,7 @@ def test_the_issues_stub_llm_answer_is_replaced_by_a_scorer(clinic):
 
 
 def test_cross_scorer_reads_question_and_sentence_together():
-    from rag.selection import CrossScorer, load_scorer
+    from rag.voice.selection import CrossScorer, load_scorer
 
     cross = load_scorer("cross", ROOT / "models")
     s = cross.pair_scores("how much is a flu shot", ["A flu shot costs $30.", "Parking in the clinic lot is free."])
@@ -170,11 +171,11 @@ def test_cross_scorer_reads_question_and_sentence_together():
     ("how much notice do I need", None),  # not a price question: no price sentence (today: refused)
 ])
 def test_clinic_questions_from_the_issue(params, question, said, tmp_path):
-    """A typed question through the whole turn with the LLM down (`rag.pipeline.answer_question`, default params)."""
-    from rag.pipeline import answer_question
+    """A typed question through the whole turn with the LLM down (`rag.voice.pipeline.answer_question`, default params)."""
+    from rag.voice.pipeline import answer_question
 
-    from rag.gate import Gate
-    from rag.kb_cache import open_kb
+    from rag.voice.gate import Gate
+    from rag.retrieval.kb_cache import open_kb
 
     p = {**params, "select": {**params["select"], "model_dir": str(ROOT / "models")}}
     kb = open_kb(ROOT / "fixtures" / "voice" / "kb", config.hybrid_config(p), tmp_path)
@@ -202,7 +203,7 @@ def test_bad_models_fail_at_load_naming_the_file(tmp_path):
 
 
 def test_decide_refuses_when_no_retrieved_document_is_in_the_kb(clinic):
-    from rag.answer import AnswerSettings, decide
+    from rag.voice.answer import AnswerSettings, decide
 
     kb, _, emb = clinic
     row = {"id": "x", "query": "how much is a flu shot", "retrieved": ["zz"], "gated": False, "error": None,

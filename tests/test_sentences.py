@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 
 from rag import config
-from rag.answer import decide, retrieve
-from rag.chunk import load_kb
+from rag.voice.answer import decide, retrieve
+from rag.retrieval.chunk import load_kb
 from rag.io import InputError
-from rag.evaluate import embed_texts
-from rag.sentences import SentenceIndex
+from rag.eval.evaluate import embed_texts
+from rag.retrieval.sentences import SentenceIndex
 
 from conftest import ROOT
 
@@ -40,8 +40,8 @@ def test_save_load_round_trip(small_kb, tmp_path):
 def test_precomputed_sentences_give_the_query_time_picks(params, kb_dir, queries):
     """Every fixture question, LLM down: what is said with the KB's SentenceIndex equals what is said when the
     retrieved documents are split and embedded at question time."""
-    from rag.queries import load_queries
-    from rag.search import PassageIndex
+    from rag.voice.queries import load_queries
+    from rag.retrieval.search import PassageIndex
 
     kb = load_kb(ROOT / kb_dir)
     index = PassageIndex.from_folder(ROOT / kb_dir, config.hybrid_config(params))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rag.io import InputError
-from rag.squad import load_squad, parse_squad, passage_text, split_articles, split_queries
+from rag.bench.squad import load_squad, parse_squad, passage_text, split_articles, split_queries
 
 KORQUAD = Path(__file__).resolve().parents[2] / "shared/data/korquad_v1_dev/KorQuAD_v1.0_dev.json"
 

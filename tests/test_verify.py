@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from rag.verify import number_facts, split_sentences, verify
+from rag.voice.verify import number_facts, split_sentences, verify
 
 KB = {
     "kb-hours": "# Hours\n\nOn weekdays we are open from 8:30 a.m. to 6 p.m. On Saturday we are open from "
@@ -47,7 +47,7 @@ def test_wrong_day_is_caught():
 
 
 def test_wrong_service_is_caught():
-    from rag.verify import VerifyRules
+    from rag.voice.verify import VerifyRules
 
     rules = VerifyRules(slots={"service": {"flu shot": ["flu shot"], "tetanus shot": ["tetanus"]}})
     assert verify("It costs $55.", "kb-vaccines", ALL, KB, "how much is a flu shot", rules) == (False, "wrong_service")
@@ -74,7 +74,7 @@ def test_number_facts():
 def test_params_verify_rules_match_library_defaults(params):
     # Slots are KB-specific (params adds the clinic's services); the rest must not drift.
     from rag.config import verify_rules
-    from rag.verify import DEFAULT_VERIFY
+    from rag.voice.verify import DEFAULT_VERIFY
 
     v = verify_rules(params)
     assert (v.negations, v.groups, v.answer_types, v.function_words, v.min_coverage) == (
@@ -84,7 +84,7 @@ def test_params_verify_rules_match_library_defaults(params):
 
 
 def test_answer_type_match():
-    from rag.verify import answer_type_match
+    from rag.voice.verify import answer_type_match
 
     assert answer_type_match("how long does a refill take", "Refills take 3 business days.") is True
     assert answer_type_match("how long does a refill take", "Ask your pharmacy.") is False
@@ -94,7 +94,7 @@ def test_answer_type_match():
 
 
 def test_asked_types_match_whole_cue_phrases():
-    from rag.verify import asked_types
+    from rag.voice.verify import asked_types
 
     assert asked_types("um how much does a flu shot cost") == ("price",)
     assert asked_types("what hours are you open on saturday") == ("time",)
@@ -113,7 +113,7 @@ def test_asked_types_match_whole_cue_phrases():
     ({"answer_types": {"time": ["what time"]}}, "time needs cues and a pattern"),
 ])
 def test_bad_verify_rules_are_named(bad, message):
-    from rag.verify import VerifyRules
+    from rag.voice.verify import VerifyRules
 
     with pytest.raises(ValueError, match=re.escape(message)):
         VerifyRules(**bad)

@@ -3,8 +3,8 @@ listed antonyms) and bare yes/no replies checked against the query's key terms, 
 import pytest
 
 from conftest import ROOT
-from rag.chunk import load_kb
-from rag.verify import VerifyRules, is_negative, is_yes_no, verify, yes_no_supported
+from rag.retrieval.chunk import load_kb
+from rag.voice.verify import VerifyRules, is_negative, is_yes_no, verify, yes_no_supported
 
 # (negative answer, positive sentence): each pair differs in polarity only.
 PAIRS = [

@@ -4,14 +4,14 @@ from __future__ import annotations
 import time
 import uuid
 
-from rag.bench import summary
+from rag.bench.latency import summary
 from rag.memory.store import Store, Turn
 
 
 def turn_overhead_ms(store: Store, turns: int = 200, limit: int = 8) -> dict:
     """Time ``turns`` turns of one fresh session on ``store``: each one append and one read of the last ``limit``
     turns (wall-clock, ``time.perf_counter``). Returns ``{"backend", "turns", "p50", "p95"}`` with the latencies
-    in milliseconds (`rag.bench.summary`). The session is forgotten afterwards. Raises what the store raises
+    in milliseconds (`rag.bench.latency.summary`). The session is forgotten afterwards. Raises what the store raises
     (MemoryUnavailable when its server is gone)."""
     session = f"bench-{uuid.uuid4().hex}"
     ms = []

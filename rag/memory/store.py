@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from rag.kb_cache import default_cache_dir
+from rag.retrieval.kb_cache import default_cache_dir
 
 
 class MemoryUnavailable(RuntimeError):
@@ -121,7 +121,7 @@ def where(url: str) -> str:
 def open_store(url: str, ttl_s: float, cache_dir: str | Path | None = None, timeout_s: float = 2.0) -> Store:
     """The store a URL names; sessions expire ``ttl_s`` seconds after their latest turn.
 
-    - ``""``: SQLite file ``<cache_dir>/memory.sqlite3`` (``cache_dir`` default: `rag.kb_cache.default_cache_dir`);
+    - ``""``: SQLite file ``<cache_dir>/memory.sqlite3`` (``cache_dir`` default: `rag.retrieval.kb_cache.default_cache_dir`);
       ``sqlite://``: SQLite in memory (this process only); ``sqlite:///PATH``: SQLite file PATH (relative to the
       working directory; ``sqlite:////abs/path`` for an absolute one);
     - ``redis://[:PASSWORD@]HOST:PORT/DB``, ``rediss://...`` or ``unix:///PATH/redis.sock[?db=N]``: Redis (a list

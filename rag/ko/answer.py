@@ -1,0 +1,419 @@
+"""Grounded Korean answers: ``[문서 n]`` prompts, a citation schema, a rule verifier, an extractive
+fallback and rule-based generation metrics (no LLM judge).
+
+The model sees the top-k passages numbered ``[문서 1]..[문서 k]`` and must reply
+``{"answer": str, "citations": ["1".."k" | "none", ...]}`` (`rag.llm.client.cited_schema`, sent by
+`rag.llm.client.ask`). When the passages lack the answer the only allowed answer is `ABSTAIN`, cited "none".
+
+Verifier (`verify_ko`): an answer passes when its citations are valid (`citations_valid`), it agrees
+in polarity with its supporting cited sentence (`is_negative_ko`: 아니/않/못/없...), every key term (Kiwi
+content morpheme, `rag.ko.tokenize.kiwi_tokens`) occurs in the cited passages, and its numbers occur in ONE
+cited sentence together with its key terms and the question's (`number_support`); an abstention cited
+"none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage sentence
+holding the most distinct query morphemes (`extractive_ko`), or by `ABSTAIN` when no sentence holds
+at least ``min_shared`` of them.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from rag.ko import tokenize as korean
+from rag.llm.client import LLMReply, ask, cited_schema
+
+ABSTAIN = "제공된 문서에서 찾을 수 없습니다"
+
+_INSTRUCTIONS = (
+    "You answer Korean questions using ONLY the numbered documents [문서 1], [문서 2], ... given with "
+    "the question. Reply with JSON: \"answer\" is a short Korean answer copied from the documents, "
+    "\"citations\" lists the numbers of the documents that contain it (e.g. [\"1\"]). "
+    f"If no document contains the answer, reply exactly {{\"answer\": \"{ABSTAIN}\", \"citations\": [\"none\"]}}.")
+
+# Two worked examples (made up here, not KorQuAD text): one answered and cited, one abstention.
+_EXAMPLES = (
+    (["부산은 대한민국 남동부의 항구 도시이다. 부산의 인구는 약 340만 명이다.",
+      "한라산은 제주도에 있는 산으로 높이는 1,947미터이다."],
+     "한라산의 높이는?",
+     {"answer": "1,947미터", "citations": ["2"]}),
+    (["세종대왕은 1443년에 훈민정음을 창제하였다.",
+      "경복궁은 1395년에 지어진 조선의 궁궐이다."],
+     "이순신 장군이 태어난 해는?",
+     {"answer": ABSTAIN, "citations": ["none"]}),
+)
+
+PROMPTS = ("A_baseline", "B_fewshot")
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+# Negation morphemes as (Kiwi form, base tag): 아니다 (VCN), 아니/안/못 adverbs (MAG), 아니요 (IC, "no"),
+# auxiliaries 않다/못하다/말다 (VX: "가지 않았다", "먹지 못한다", "복용하지 마십시오"), 없다 (VA: "할 수 없다").
+# Tags keep homographs out: 안 "inside" (NNG), 관계없이 (one MAG) are not negations.
+NEGATIONS_KO = frozenset({("아니", "VCN"), ("아니", "MAG"), ("아니", "IC"), ("아니요", "IC"), ("아니오", "IC"),
+                          ("안", "MAG"), ("못", "MAG"), ("않", "VX"), ("못하", "VX"), ("말", "VX"), ("없", "VA")})
+# An answer ending in a predicate (a verb, adjective, copula or their suffix) or in an ending other than the
+# adnominal one (ETM) states a clause whose polarity counts; a noun or number span ("1919년", "열린 공판 증인")
+# does not: KorQuAD gold spans sit in sentences with a negation elsewhere 199 times in 1,500 dev questions;
+# with this rule 4 of 3,000 gold spans (gold passage cited) fail the polarity check.
+_PREDICATE_TAGS = frozenset({"VV", "VA", "VX", "VCN", "VCP", "XSV", "XSA"})
+_PUNCTUATION_TAGS = frozenset({"SF", "SP", "SS", "SSO", "SSC", "SE", "SO", "SW"})
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Share of the question's key terms the sentence holding an answer's numbers must contain (`number_support`).
+# On 3,000 KorQuAD dev questions (739 numeric gold spans, gold passage cited) 0.25 rejects 24 correct spans
+# (3.2%) and 299 of 673 number spans taken from another sentence of the passage (44%); "at least 1 term"
+# rejects 8 (1.1%) and 139 (21%); 1/3 rejects 42 (5.7%) and 380 (56%).
+NUMBER_QUESTION_SHARE = 0.25
+
+
+def number_documents(passages: Sequence[str]) -> str:
+    """``"[문서 1] text\\n[문서 2] text..."`` for passages in rank order."""
+    return "\n".join(f"[문서 {i}] {text}" for i, text in enumerate(passages, 1))
+
+
+def user_message(question: str, passages: Sequence[str]) -> str:
+    """The user turn: the numbered documents, then ``질문: question``."""
+    return f"{number_documents(passages)}\n\n질문: {question}"
+
+
+def build_ko_messages(question: str, passages: Sequence[str], prompt: str) -> list[dict]:
+    """Chat messages for prompt variant ``A_baseline`` (instructions only) or ``B_fewshot``
+    (instructions, then the two `_EXAMPLES` as user/assistant turns). The documents come after
+    the fixed part, so llama.cpp's prompt cache reuses it across calls. ValueError for another name."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"unknown prompt {prompt!r}; expected one of {PROMPTS}")
+    messages = [{"role": "system", "content": _INSTRUCTIONS}]
+    if prompt == "B_fewshot":
+        for docs, q, reply in _EXAMPLES:
+            messages += [{"role": "user", "content": user_message(q, docs)},
+                         {"role": "assistant", "content": json.dumps(reply, ensure_ascii=False)}]
+    return messages + [{"role": "user", "content": user_message(question, passages)}]
+
+
+def labels(k: int) -> list[str]:
+    """Citation labels of k documents: ``["1", ..., "k"]``."""
+    return [str(i) for i in range(1, k + 1)]
+
+
+def is_abstention(answer: str | None) -> bool:
+    """True when ``answer`` is `ABSTAIN`, ignoring surrounding spaces and a final ``.``."""
+    return answer is not None and answer.strip().rstrip(".").strip() == ABSTAIN
+
+
+def citations_valid(answer: str, citations: Sequence[str] | None, k: int) -> bool:
+    """Citation validity: a non-empty list whose items are all in ``1..k`` with no repeats, or exactly
+    ``["none"]``; and ``["none"]`` if and only if the answer is the abstention sentence."""
+    if not citations:
+        return False
+    if is_abstention(answer):
+        return list(citations) == ["none"]
+    return (len(set(citations)) == len(citations)
+            and all(c in labels(k) for c in citations))
+
+
+def key_terms(text: str) -> set[str]:
+    """Key terms of a text: its distinct Kiwi content morphemes (lower-cased)."""
+    return set(korean.kiwi_tokens(text))
+
+
+def unsupported_terms(answer: str, cited: Sequence[str]) -> set[str]:
+    """Key terms of ``answer`` found in none of the ``cited`` passage texts (neither among their
+    morphemes nor as a substring: Kiwi may split a term differently inside a longer sentence)."""
+    text = "\n".join(cited).lower()
+    known = key_terms(text) if cited else set()
+    return {t for t in key_terms(answer) if t not in known and t not in text}
+
+
+def cited_passages(citations: Sequence[str] | None, passages: Sequence[str]) -> list[str]:
+    """Texts of the passages the citations name (labels outside ``1..len(passages)`` skipped)."""
+    return [passages[int(c) - 1] for c in dict.fromkeys(citations or ())
+            if c.isdigit() and 1 <= int(c) <= len(passages)]
+
+
+def _morphemes(text: str) -> list[tuple[str, str]]:
+    return [(t.form, t.tag.split("-")[0]) for t in korean.kiwi().tokenize(text)] if text.strip() else []
+
+
+def _is_clause(morphemes: Sequence[tuple[str, str]]) -> bool:
+    last = [tag for _, tag in morphemes if tag not in _PUNCTUATION_TAGS][-1:]
+    return bool(last) and (last[0] in _PREDICATE_TAGS or (last[0].startswith("E") and last[0] != "ETM"))
+
+
+def is_negative_ko(text: str) -> bool:
+    """True if Kiwi finds a negation morpheme of `NEGATIONS_KO` in ``text`` ("복용할 수 없다", "가지 않았다")."""
+    return any(m in NEGATIONS_KO for m in _morphemes(text))
+
+
+def polarity_agrees(answer: str, cited: Sequence[str]) -> bool:
+    """Whether ``answer`` agrees in negation with its supporting sentence: among the ``cited`` passage
+    sentences sharing the most key terms with it (at least one; 있/없 left out, they are the polarity
+    judged), one whose `is_negative_ko` equals the answer's. A negative answer is always checked; a
+    positive one only when it is a clause (ends in a predicate or a final/connective ending: "복용할 수
+    있다"): a noun or number span asserts no polarity. True when no sentence shares a term (the terms
+    check judges that answer)."""
+    morphemes = _morphemes(answer)
+    negative = any(m in NEGATIONS_KO for m in morphemes)
+    if not negative and not _is_clause(morphemes):
+        return True
+    terms = key_terms(answer) - {"있", "없"}
+    scored = [(len(terms & key_terms(s)), s) for text in cited for s in split_sentences_ko(text)]
+    best = max((n for n, _ in scored), default=0)
+    return best == 0 or any(is_negative_ko(s) == negative for n, s in scored if n == best)
+
+
+def numbers_ko(text: str) -> set[str]:
+    """The numbers written in ``text`` as digits, thousands commas dropped, leading zeros dropped from
+    whole numbers: "1,947미터" -> {"1947"}, "3.5%" -> {"3.5"}, "2010-09-28" -> {"2010", "9", "28"}."""
+    out = set()
+    for m in _NUMBER.findall(text):
+        n = m.replace(",", "")
+        out.add(n if "." in n else str(int(n)))
+    return out
+
+
+def number_support(answer: str, cited: Sequence[str], question: str | None = None,
+                   min_question_share: float = NUMBER_QUESTION_SHARE) -> str | None:
+    """None when the answer's numbers are supported, else the failure reason.
+
+    ``number_not_in_cited``: a number of the answer is not a number of any cited sentence (compared as
+    numbers, so "192년" is not found in "1920년"). ``number_not_with_terms``: no ONE cited sentence
+    (`split_sentences_ko`) holds all the answer's numbers, all its other key terms (as morphemes or
+    substrings, like `unsupported_terms`) and, when ``question`` is given, at least one and at least
+    ``min_question_share`` of the question's non-number key terms: a span answer ("1919년") carries no
+    topic of its own, the question does. None for an answer without numbers."""
+    nums = numbers_ko(answer)
+    if not nums:
+        return None
+    sentences = [s for text in cited for s in split_sentences_ko(text)]
+    if not nums <= set().union(*(numbers_ko(s) for s in sentences)):
+        return "number_not_in_cited"
+    terms = {t for t in key_terms(answer) if not _NUMBER.fullmatch(t)}
+    asked = {t for t in key_terms(question or "") if not _NUMBER.fullmatch(t)}
+    for s in sentences:
+        if not nums <= numbers_ko(s):
+            continue
+        morphemes, low = key_terms(s), s.lower()
+        if not all(t in morphemes or t in low for t in terms):
+            continue
+        shared = sum(t in morphemes or t in low for t in asked)
+        if not asked or (shared >= 1 and shared >= min_question_share * len(asked)):
+            return None
+    return "number_not_with_terms"
+
+
+def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str],
+              question: str | None = None, min_question_share: float = NUMBER_QUESTION_SHARE) -> tuple[bool, str]:
+    """Whether an answer may be said; ``(ok, reason)``.
+
+    reason: ``abstained`` (ok: the abstention sentence cited "none"), ``supported`` (ok),
+    ``invalid_citation`` (`citations_valid` fails), ``no_key_terms`` (an answer with no content
+    morpheme, e.g. "네"), ``polarity`` (it lacks a negation its supporting cited sentence has, or the
+    reverse: `polarity_agrees`; checked before the terms, since "복용할 수 있다" against "복용할 수 없다"
+    also has a term, 있, missing), ``terms_not_in_cited`` (a key term absent from the cited passages),
+    ``number_not_in_cited`` / ``number_not_with_terms`` (`number_support`; ``question`` adds its terms).
+    """
+    if not citations_valid(answer, citations, len(passages)):
+        return False, "invalid_citation"
+    if is_abstention(answer):
+        return True, "abstained"
+    if not key_terms(answer):
+        return False, "no_key_terms"
+    cited = cited_passages(citations, passages)
+    if not polarity_agrees(answer, cited):
+        return False, "polarity"
+    if unsupported_terms(answer, cited):
+        return False, "terms_not_in_cited"
+    reason = number_support(answer, cited, question, min_question_share)
+    if reason:
+        return False, reason
+    return True, "supported"
+
+
+def split_sentences_ko(text: str) -> list[str]:
+    """Sentences of a Korean passage: whitespace folded, split after ``.``, ``!`` or ``?`` + space."""
+    return [s for s in _SENTENCE_END.split(" ".join(text.split())) if s]
+
+
+def focus(question: str, text: str, max_chars: int) -> str:
+    """At most ``max_chars`` characters of a passage to show the model: its sentences
+    (`split_sentences_ko`) taken by most distinct question morphemes shared (ties: the earlier
+    sentence) while they fit, then put back in text order and joined by a space. The first pick is
+    cut to ``max_chars`` if alone too long. The whole passage when it fits (prompt cost: SmolLM2
+    spends about 2 tokens per Hangul character, so a 460-character passage is ~950 tokens)."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    q = key_terms(question)
+    sents = split_sentences_ko(text)
+    order = sorted(range(len(sents)), key=lambda i: (-len(q & key_terms(sents[i])), i))
+    picked, used = [], 0
+    for i in order:
+        extra = len(sents[i]) + (1 if picked else 0)
+        if used + extra <= max_chars:
+            picked.append(i)
+            used += extra
+    if not picked:
+        return sents[order[0]][:max_chars]
+    return " ".join(sents[i] for i in sorted(picked))
+
+
+def extractive_ko(question: str, passages: Sequence[str], min_shared: int = 1) -> tuple[str, str] | None:
+    """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence
+    holding the most distinct question morphemes (ties: the earlier passage, then the earlier
+    sentence). None when the best holds fewer than ``min_shared``."""
+    q = key_terms(question)
+    best, best_n = None, -1
+    for i, text in enumerate(passages, 1):
+        for s in split_sentences_ko(text):
+            n = len(q & key_terms(s))
+            if n > best_n:
+                best, best_n = (s, str(i)), n
+    return best if best is not None and best_n >= min_shared else None
+
+
+def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
+              error: str | None = None, min_shared: int = 1) -> dict:
+    """What is finally said: ``{say, citations, status, reason}``.
+
+    status: ``llm`` (a verified answer), ``abstained`` (the model's verified abstention),
+    ``extractive`` (a passage sentence, `extractive_ko`), ``fallback_abstained`` (the abstention
+    sentence because no sentence shares ``min_shared`` question morphemes). reason: the verifier's
+    reason (`verify_ko`, given the question), or ``llm_<error code>`` when the call failed.
+    """
+    if error is None and answer is not None:
+        ok, reason = verify_ko(answer, citations, passages, question)
+        if ok:
+            return {"say": ABSTAIN if reason == "abstained" else answer,
+                    "citations": ["none"] if reason == "abstained" else list(dict.fromkeys(citations)),
+                    "status": "abstained" if reason == "abstained" else "llm", "reason": reason}
+    else:
+        reason = f"llm_{error or 'no_answer'}"
+    pick = extractive_ko(question, passages, min_shared)
+    if pick is None:
+        return {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained", "reason": reason}
+    return {"say": pick[0], "citations": [pick[1]], "status": "extractive", "reason": reason}
+
+
+def parse_raw(raw: str) -> tuple[str | None, list[str] | None]:
+    """``(answer, citations)`` read leniently from the model's raw text (JSON with those keys);
+    ``(None, None)`` when it is not such JSON. Used to score the raw output even when
+    `rag.llm.client.validate_cited` rejected it."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return None, None
+    if not isinstance(obj, dict) or not isinstance(obj.get("answer"), str):
+        return None, None
+    cits = obj.get("citations")
+    cits = [str(c) for c in cits] if isinstance(cits, list) else None
+    return obj["answer"], cits
+
+
+def span_match(answer: str | None, golds: Sequence[str]) -> bool:
+    """Answer-span match: some gold answer text occurs in ``answer`` (all whitespace removed on both
+    sides; Korean spacing varies). False for None, the abstention sentence or no gold."""
+    if not answer or is_abstention(answer):
+        return False
+    a = "".join(answer.split())
+    return any(g.strip() and "".join(g.split()) in a for g in golds)
+
+
+def hallucinated(answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
+                 gold_excluded: bool) -> bool:
+    """Hallucination: a non-abstaining answer in the gold-excluded condition, or one with a key term
+    absent from its cited passages (no valid cited passage: every key term counts as absent; an
+    answer with no key term at all, e.g. "네", counts too: nothing in it is grounded).
+    None (no answer) and the abstention sentence are not hallucinations."""
+    if answer is None or is_abstention(answer):
+        return False
+    if gold_excluded:
+        return True
+    terms = key_terms(answer)
+    return not terms or bool(unsupported_terms(answer, cited_passages(citations, passages)))
+
+
+@dataclass(frozen=True)
+class KoSettings:
+    """Korean answer settings (params.yaml ``ko_gen`` and ``llm``)."""
+
+    prompt: str = "B_fewshot"
+    max_len: int = 60          # characters of an answer (maxLength in the schema)
+    max_tokens: int = 160
+    timeout_s: float = 60.0
+    temperature: float = 0.0
+    seed: int = 0
+    model: str | None = None
+    min_shared: int = 1        # question morphemes a fallback sentence must hold
+
+
+def ask_ko(url: str, question: str, passages: Sequence[str], s: KoSettings) -> LLMReply:
+    """One schema-bound call (`rag.llm.client.ask` with `rag.llm.client.cited_schema`) over passages in rank order."""
+    return ask(url, build_ko_messages(question, passages, s.prompt), cited_schema(labels(len(passages)), s.max_len),
+               max_tokens=s.max_tokens, timeout_s=s.timeout_s, temperature=s.temperature, seed=s.seed,
+               model=s.model)
+
+
+def answer_ko(url: str | None, question: str, passages: Sequence[str], s: KoSettings) -> dict:
+    """Ask (`ask_ko`), read the raw reply (`parse_raw`) and decide what is said (`decide_ko`).
+
+    url None (no server could be started) gives error "unreachable" without a call. Returns
+    ``{raw, raw_answer, raw_citations, error, total_ms, final}``; ``final`` as `decide_ko`.
+    """
+    if url is None:
+        raw, error, total = "", "unreachable", None
+    else:
+        reply = ask_ko(url, question, passages, s)
+        raw, error, total = reply.raw, reply.error, reply.total_ms
+    raw_answer, raw_cits = parse_raw(raw)
+    final = decide_ko(question, None if error else raw_answer, None if error else raw_cits, passages, error,
+                      s.min_shared)
+    return {"raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "error": error,
+            "total_ms": None if total is None else round(total, 1), "final": final}
+
+
+def score_rows(rows: Sequence[Mapping]) -> dict:
+    """Rule-based metrics of one ablation cell. Each row: ``k``, ``gold_excluded`` (bool), ``golds``
+    (answer texts), ``passages`` (texts shown), ``raw_answer``/``raw_citations`` (`parse_raw` of the
+    model's text; None when unparsable), ``error`` (LLM error code or None), ``final`` (`decide_ko`).
+
+    Returns counts and rates for ``raw`` (the model's output) and ``final`` (what is said). Every rate
+    is over all n questions of the cell, so none is NaN: answered + abstained (+ no_output for raw) = n.
+    ``span_match_answered`` is over answered questions only, 0.0 with ``answered`` = 0.
+    """
+    n = len(rows)
+    out = {"n": n}
+    for side in ("raw", "final"):
+        answered = abstained = valid = halluc = span = no_output = 0
+        for r in rows:
+            if side == "raw":
+                answer, cits = r["raw_answer"], r["raw_citations"]
+            else:
+                answer, cits = r["final"]["say"], r["final"]["citations"]
+            if answer is None:
+                no_output += 1
+                continue
+            if is_abstention(answer):
+                abstained += 1
+            else:
+                answered += 1
+            valid += citations_valid(answer, cits, r["k"])
+            halluc += hallucinated(answer, cits, r["passages"], r["gold_excluded"])
+            span += span_match(answer, r["golds"])
+        rate = (lambda x: round(x / n, 4)) if n else (lambda x: 0.0)
+        m = {"answered": answered, "abstained": abstained, "citation_valid": valid, "hallucinated": halluc,
+             "span_match": span, "abstention_rate": rate(abstained), "citation_validity": rate(valid),
+             "hallucination_rate": rate(halluc), "span_match_rate": rate(span),
+             "span_match_answered": round(span / answered, 4) if answered else 0.0}
+        if side == "raw":
+            m["no_output"] = no_output
+            m["no_output_rate"] = rate(no_output)
+        out[side] = m
+    errors: dict[str, int] = {}
+    statuses: dict[str, int] = {}
+    for r in rows:
+        if r["error"]:
+            errors[r["error"]] = errors.get(r["error"], 0) + 1
+        statuses[r["final"]["status"]] = statuses.get(r["final"]["status"], 0) + 1
+    out["llm_errors"] = errors
+    out["final_status"] = statuses
+    return out

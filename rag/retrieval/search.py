@@ -1,0 +1,169 @@
+"""Passage search over a knowledge base: dense (MiniLM cosine), BM25, hybrid RRF, or hybrid RRF with
+a third, sound-alike BM25 list over phonetic keys (``hybrid_phonetic``, `rag.retrieval.phonetic`).
+
+``search(query, k)`` searches the default index, the clinic KB in ``fixtures/voice/kb``.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from rag.retrieval.chunk import Passage, chunk_folder
+from rag.io import normalise_text
+from rag.retrieval.indexes import BM25Index, DenseIndex, Ranking, promote_exact_hit, rank, rrf_fuse, word_tokens
+
+DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
+MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    """How BM25 and hybrid search behave (params.yaml ``retrieval``).
+
+    stopwords / min_token_len: the BM25 tokenizer; depth: how many candidates of each list RRF
+    fuses; rrf_k: RRF's k (60 in Cormack et al. 2009); weights: (dense, bm25) RRF weights;
+    bm25_floor: BM25 candidates scoring at or below it are not evidence and are left out.
+    phonetic_*: the extra list of ``hybrid_phonetic``, BM25 over `rag.retrieval.phonetic` keys of the same
+    (stopword-filtered) words: its RRF weight, encoder (metaphone | nysiis | mrc | none) and ngram
+    (0 = one key per word, n = character n-grams of the keys run together). Defaults (metaphone
+    3-grams, weight 1.0) chosen on half of HeySQuAD (even articles), checked on the other half.
+    """
+
+    rrf_k: int = 60
+    depth: int = 20
+    weights: tuple[float, float] = (1.0, 1.0)
+    stopwords: frozenset[str] = frozenset()
+    min_token_len: int = 1
+    bm25_floor: float = 0.0
+    phonetic_weight: float = 1.0
+    phonetic_encoder: str = "metaphone"
+    phonetic_ngram: int = 3
+
+    def __post_init__(self):
+        # a boolean in the list would silently never match a token
+        bad = sorted(repr(w) for w in self.stopwords if not isinstance(w, str))
+        if bad:
+            raise ValueError(f"stopwords must be strings, got {', '.join(bad)}")
+
+
+@dataclass
+class PassageIndex:
+    """Passages with their (n, 384) unit embeddings and a lazily built BM25 index."""
+
+    passages: list[Passage]
+    vectors: np.ndarray
+    config: HybridConfig = field(default_factory=HybridConfig)
+
+    def __post_init__(self):
+        if len(self.passages) != len(self.vectors):
+            raise ValueError(f"{len(self.passages)} passages but {len(self.vectors)} vectors")
+        self.dense = DenseIndex(self.vectors)
+        self._bm25: BM25Index | None = None
+        self._phonetic: BM25Index | None = None
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, config: HybridConfig = HybridConfig(),
+                    allow_instructions: bool = False) -> "PassageIndex":
+        """Chunk ``folder`` (see `rag.retrieval.chunk.chunk_folder`: instruction-like paragraphs quarantined unless
+        ``allow_instructions``) and embed every passage."""
+        from rag.retrieval.embed import get_embedder
+
+        passages = chunk_folder(folder, allow_instructions)
+        return cls(passages, get_embedder().embed([p.text for p in passages]), config)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The BM25 tokenizer of this index's config."""
+        return word_tokens(text, self.config.stopwords, self.config.min_token_len)
+
+    @property
+    def bm25(self) -> BM25Index:
+        if self._bm25 is None:
+            self._bm25 = BM25Index([p.text for p in self.passages], self.tokenize)
+        return self._bm25
+
+    @property
+    def phonetic(self) -> BM25Index:
+        """BM25 over the passages' phonetic keys (`rag.retrieval.phonetic.tokenizer` of this config)."""
+        if self._phonetic is None:
+            from rag.retrieval.phonetic import tokenizer
+
+            c = self.config
+            self._phonetic = BM25Index([p.text for p in self.passages],
+                                       tokenizer(c.phonetic_encoder, c.phonetic_ngram, c.stopwords, c.min_token_len))
+        return self._phonetic
+
+    def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
+        """Passages by cosine with the (384,) unit query vector, best first."""
+        return rank(self.dense.get_scores(query_vector), depth)
+
+    def bm25_ranking(self, query: str, depth: int | None = None) -> Ranking:
+        """Passages by BM25 score, best first, keeping only scores above ``bm25_floor``."""
+        return [(i, s) for i, s in self.bm25.top_k(query, depth or len(self.passages))
+                if s > self.config.bm25_floor]
+
+    def phonetic_ranking(self, query: str, depth: int | None = None) -> Ranking:
+        """Passages by phonetic-key BM25 score, best first, keeping only scores above ``bm25_floor``."""
+        return [(i, s) for i, s in self.phonetic.top_k(query, depth or len(self.passages))
+                if s > self.config.bm25_floor]
+
+    def search(self, query: str, k: int = 3, mode: str = "dense",
+               query_vector: np.ndarray | None = None) -> list[tuple[str, float]]:
+        """Top-``k`` passages as ``(passage_id, score)``, best first.
+
+        score: cosine for ``dense``, BM25 for ``bm25``, RRF score for ``hybrid`` / ``hybrid_phonetic``.
+        ``query_vector`` skips embedding when the caller already has it.
+        Raises ValueError for an unknown mode or ``k < 1``.
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        ranking = self.ranking(query, mode, query_vector)[:k]
+        return [(self.passages[i].id, s) for i, s in ranking]
+
+    def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None) -> Ranking:
+        """The full ranking of one mode (hybrid: RRF over each list's top ``depth``; hybrid_phonetic: the
+        same plus the phonetic list's top ``depth`` at ``phonetic_weight``; in both, a passage every lexical
+        list ranks first for a unique exact number of the query stays first, `rag.retrieval.indexes.promote_exact_hit`)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
+        query = normalise_text(query)  # as the passages were (rag.retrieval.chunk): "ｆｌｕ ｓｈｏｔ" finds "flu shot"
+        if mode != "bm25" and query_vector is None:
+            from rag.retrieval.embed import get_embedder
+
+            query_vector = get_embedder().embed_one(query)
+        if mode == "dense":
+            return self.dense_ranking(query_vector)
+        if mode == "bm25":
+            return self.bm25_ranking(query)
+        c = self.config
+        lists = [self.dense_ranking(query_vector, c.depth), self.bm25_ranking(query, c.depth)]
+        weights = list(c.weights)
+        if mode == "hybrid_phonetic":
+            lists.append(self.phonetic_ranking(query, c.depth))
+            weights.append(c.phonetic_weight)
+        fused = rrf_fuse(lists, k=c.rrf_k, weights=weights)
+        return promote_exact_hit(fused, lists[1:], self.tokenize(query), self.bm25.postings)
+
+
+def doc_ranking(passages: Sequence[Passage], ranking: Ranking) -> list[tuple[str, float]]:
+    """Collapse a passage ranking to documents: each doc once, at its best passage's rank and score."""
+    seen: dict[str, float] = {}
+    for i, s in ranking:
+        seen.setdefault(passages[i].doc, s)
+    return list(seen.items())
+
+
+@functools.lru_cache(maxsize=1)
+def default_index() -> PassageIndex:
+    """The clinic KB (``fixtures/voice/kb``), chunked and embedded once per process."""
+    return PassageIndex.from_folder(DEFAULT_KB)
+
+
+def search(query: str, k: int = 3) -> list[tuple[str, float]]:
+    """Dense top-``k`` over the default index: ``[(passage_id, cosine)]``, cosine descending."""
+    return default_index().search(query, k, "dense")

@@ -1,0 +1,255 @@
+"""Answer one query: retrieve, gate on tau, ask the LLM within a schema, verify, fall back.
+
+Statuses of what is said: ``llm`` (a verified model answer), ``extractive`` (a sentence of a
+retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or nothing safe to say).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from rag.llm.client import LLMReply, answer_schema, ask, build_messages
+from rag.retrieval.chunk import Passage
+from rag.retrieval.search import HybridConfig, PassageIndex
+from rag.voice.selection import AnswerScorer
+from rag.retrieval.sentences import SentenceIndex
+from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, slots_conflict,
+                        split_sentences, verify)
+
+STATUSES = ("llm", "extractive", "refused")
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """Answer-step settings (params.yaml ``answer`` and ``llm``)."""
+
+    k: int = 3
+    mode: str = "dense"             # retrieval mode
+    tau: float = 0.0                # refuse when the top-1 cosine is below it
+    refusal: str = "I'm not sure about that. Let me connect you to the front desk."
+    answer_mode: str = "free"       # free: the model writes; choose: it picks a retrieved sentence
+    max_len: int = 160              # characters of a free answer (maxLength in the schema)
+    max_tokens: int = 128
+    timeout_s: float = 30.0
+    temperature: float = 0.0
+    seed: int = 0
+    model: str | None = None
+    hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
+    min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
+    deadline_s: float = 0.0         # the whole turn's budget (0: none, only timeout_s bounds the LLM call)
+    reserve_s: float = 0.0          # of it, kept for what follows the LLM call (verify, the extractive pick)
+
+    def __post_init__(self):
+        if self.deadline_s < 0 or self.reserve_s < 0 or (self.deadline_s and self.reserve_s >= self.deadline_s):
+            raise ValueError(f"answer.deadline_s must be >= 0 and answer.reserve_s in [0, deadline_s); got "
+                             f"{self.deadline_s} and {self.reserve_s}")
+        if not -1.0 <= self.min_sentence_cosine <= 1.0:
+            raise ValueError(f"answer.min_sentence_cosine is a cosine, in [-1, 1]; got {self.min_sentence_cosine}")
+        if self.answer_mode not in ("free", "choose"):
+            raise ValueError(f"answer.mode must be free or choose, got {self.answer_mode!r}")
+
+
+def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
+    """``(passages, docs, doc_scores)``: the top-k passages in the configured mode, their document names (no
+    duplicates, best first) and each document's best passage score in that mode (cosine, BM25 or RRF)."""
+    ranking = index.ranking(query, settings.mode, vector)[:settings.k]
+    passages = [index.passages[i] for i, _ in ranking]
+    best: dict[str, float] = {}
+    for i, score in ranking:
+        best.setdefault(index.passages[i].doc, float(score))
+    return passages, list(best), list(best.values())
+
+
+def turn_deadline(settings: AnswerSettings, start: float | None = None) -> float | None:
+    """The `time.monotonic` instant a turn begun at ``start`` (default now) must be answered by; None without a
+    deadline (``settings.deadline_s`` 0)."""
+    if not settings.deadline_s:
+        return None
+    return (time.monotonic() if start is None else start) + settings.deadline_s
+
+
+def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: AnswerSettings,
+            kb: Mapping[str, str], deadline: float | None = None) -> LLMReply:
+    """One schema-bound LLM call over the retrieved passages (see `rag.llm.client.ask`), ended (and cancelled)
+    ``settings.reserve_s`` before the turn's ``deadline`` (a `time.monotonic` instant; None: only timeout_s)."""
+    enum = None
+    if settings.answer_mode == "choose":
+        enum = list(dict.fromkeys(s for d in docs for s in split_sentences(kb[d])))
+    schema = answer_schema(docs, settings.max_len, enum)
+    return ask(url, build_messages(query, [(p.doc, p.text) for p in passages]), schema,
+               max_tokens=settings.max_tokens, timeout_s=settings.timeout_s,
+               temperature=settings.temperature, seed=settings.seed, model=settings.model,
+               deadline=None if deadline is None else deadline - settings.reserve_s)
+
+
+def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceIndex,
+                        rules: VerifyRules = DEFAULT_VERIFY) -> list[tuple[str, str, np.ndarray]]:
+    """``(sentence, doc, (384,) unit vector)`` of every sentence of ``docs`` (in order; a doc not in
+    ``sentences`` has none) whose slots (day, service) do not contradict the query: a Saturday question never
+    gets the weekday sentence."""
+    return [(s, d, v) for d in docs for s, v in sentences.of(d) if not slots_conflict(query, s, rules)]
+
+
+def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,
+                  rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
+                  hybrid: HybridConfig = HybridConfig()) -> int:
+    """Index of the sentence to read out: those holding the asked-for answer type (a duration for
+    "how long", `rag.voice.verify.asked_types`) first, then the best rank when the sentences are searched
+    like passages (``mode`` and ``hybrid``, the retrieval settings: in ``hybrid_phonetic`` BM25 and the
+    sound-alike list vote, not cosine alone); ties by position.
+
+    vector: (384,) unit query embedding; vectors: (len(sentences), 384) unit sentence embeddings.
+    Raises ValueError for no sentences.
+    """
+    if not sentences:
+        raise ValueError("no sentences to pick from")
+    types = asked_types(query, rules)
+    typed = [bool(types) and holds_answer_type(s, types, rules) for s in sentences]
+    index = PassageIndex([Passage(str(i), str(i), s) for i, s in enumerate(sentences)], vectors, hybrid)
+    position = {i: r for r, (i, _) in enumerate(index.ranking(query, mode, vector))}
+    return min(range(len(sentences)), key=lambda i: (-typed[i], position.get(i, len(sentences)), i))
+
+
+class Extract(NamedTuple):
+    """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1]) and, when a
+    scorer picked it, its answer score (`rag.voice.selection.AnswerScorer`, [0, 1]; else None)."""
+
+    sentence: str
+    doc: str
+    cosine: float
+    score: float | None = None
+
+
+def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: SentenceIndex,
+               rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
+               hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None) -> Extract | None:
+    """The retrieved sentence to read out instead of a failed answer, among `candidate_sentences` (their vectors
+    precomputed in ``sentences``): with ``scorer`` (the learned answer selection) those holding the asked-for answer
+    type of the KB's table first (none without a table), then the best score; without one, `pick_sentence`
+    (answer-type tables, then the retrieval ranking). None if every candidate contradicts the query."""
+    cands = candidate_sentences(query, docs, sentences, rules)
+    if not cands:
+        return None
+    vectors = np.stack([v for _, _, v in cands])
+    if scorer is None:
+        best, score = pick_sentence(query, vector, [s for s, _, _ in cands], vectors, rules, mode, hybrid), None
+    else:
+        scores = scorer.scores(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
+        types = asked_types(query, rules)  # the KB's answer-type table, when it has one, is a hint: typed first
+        typed = [bool(types) and holds_answer_type(s, types, rules) for s, _, _ in cands]
+        best = min(range(len(cands)), key=lambda i: (-typed[i], -scores[i], i))
+        score = round(float(scores[best]), 6)
+    return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6), score)
+
+
+def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs: Sequence[str],
+                 sentences: SentenceIndex, scorer: AnswerScorer, rules: VerifyRules = DEFAULT_VERIFY) -> float:
+    """The scorer's probability that an LLM ``answer`` (citing ``source``) answers ``query``, scored among the
+    retrieved candidates (its gaps are to the best of them). A verbatim KB sentence of ``source`` keeps its
+    precomputed vector and the sentence before it as context; other text is embedded now."""
+    cands = candidate_sentences(query, docs, sentences, rules)
+    own = [(s, d, v) for s, d, v in cands if s == answer and d == source]
+    if own:
+        i = cands.index(own[0])
+    else:
+        from rag.retrieval.embed import get_embedder
+
+        cands, i = cands + [(answer, source, get_embedder().embed_one(answer))], len(cands)
+    contexts = sentences.contexts(cands)
+    return float(scorer.scores(query, vector, cands, contexts, sentences.texts, sentences.stats)[i])
+
+
+def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
+           rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
+           scorer: AnswerScorer | None = None) -> dict:
+    """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
+
+    sentences: the KB's `SentenceIndex`, built once at index time; None splits and embeds the retrieved
+    documents now (the query-time path: ~10x slower a turn on long paragraphs, see bench.json).
+    scorer: the learned answer selection (`rag.voice.selection.AnswerScorer`); None keeps the table-driven pick.
+
+    A gated row says the refusal. An LLM answer is said as is when it passes `rag.voice.verify.verify` and, with a
+    scorer, answers the question (`answer_score` >= ``scorer.min_score``, reason ``does_not_answer`` otherwise)
+    at least as well as the extractive pick (``weaker_than_extractive`` otherwise): with the LLM on, nothing worse
+    than the LLM-off pick is said. Anything else is replaced by `extractive`, or by the refusal when no sentence
+    agrees with the query, the pick's cosine is below ``settings.min_sentence_cosine`` (without a scorer) or its
+    score is below ``scorer.min_score`` (``no_sentence_answers``: the scorer's part of the gate).
+    ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
+    """
+    if row["gated"]:
+        return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
+                "reason": "below_tau"}
+    picked: list = []
+
+    def pick() -> Extract | None:
+        """The extractive pick, made once and only when needed (a verified LLM answer without a scorer needs none)."""
+        nonlocal sentences
+        if not picked:
+            if sentences is None:
+                sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
+            picked.append(extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
+                                     settings.hybrid, scorer))
+        return picked[0]
+
+    if row["error"]:
+        reason = f"llm_{row['error']}"
+    else:
+        ok, reason = verify(row["answer"], row["source"], row["retrieved"], kb, row["query"], rules)
+        if ok and scorer is not None:
+            fallback = pick()
+            score = answer_score(row["answer"], row["source"], row["query"], vector, row["retrieved"], sentences,
+                                 scorer, rules)
+            if score < scorer.min_score:
+                ok, reason = False, "does_not_answer"
+            elif fallback is not None and score < fallback.score:
+                ok, reason = False, "weaker_than_extractive"
+        if ok:
+            return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
+                    "reason": "verified"}
+    fallback = pick()
+    if fallback is None:
+        why = "no sentence agrees with the query"
+    elif scorer is None and fallback.cosine < settings.min_sentence_cosine:
+        why = "sentence_below_min_cosine"
+    elif scorer is not None and fallback.score < scorer.min_score:
+        why = "no_sentence_answers"
+    else:
+        return {"id": row["id"], "say": fallback.sentence, "source": fallback.doc, "status": "extractive",
+                "reason": reason}
+    return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
+            "reason": f"{reason}; {why}"}
+
+
+def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,
+               settings: AnswerSettings, kb: Mapping[str, str], url: str | None,
+               deadline: float | None = None) -> dict:
+    """Retrieve, gate and (if not gated) ask the LLM for one query; the answers.jsonl row.
+
+    score: the abstention signal compared with tau. url None means no server could be started:
+    the row carries error "unreachable". deadline: the turn's (`turn_deadline`); None starts one here (when
+    ``settings.deadline_s`` is set). The LLM gets what is left of it less ``settings.reserve_s``: past that the
+    row carries error "timeout" and the caller says the extractive sentence or the refusal in time.
+    """
+    if deadline is None:
+        deadline = turn_deadline(settings)
+    passages, docs, doc_scores = retrieve(index, query, vector, settings)
+    row = {"id": qid, "query": query, "retrieved": docs, "retrieved_scores": [round(s, 6) for s in doc_scores],
+           "score": round(score, 6),
+           "gated": score < settings.tau, "answer": None, "source": None, "error": None,
+           "detail": "", "first_token_ms": None, "total_ms": None, "timings": None}
+    if row["gated"]:
+        return row
+    if url is None:
+        row.update(error="unreachable", detail="no LLM server")
+        return row
+    reply = ask_llm(url, query, passages, docs, settings, kb, deadline)
+    row.update(answer=reply.answer, source=reply.source, error=reply.error, detail=reply.detail,
+               first_token_ms=_ms(reply.first_token_ms), total_ms=_ms(reply.total_ms), timings=reply.timings)
+    return row
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)

@@ -1,0 +1,286 @@
+"""The voice chain as steps: evaluate -> threshold -> answer -> final.
+
+The DVC stages call one step each (with files in between); `run_chain` calls them in memory for the CLI, on
+any KB folder and queries file, with the shipped gate (models/gate.json) or one fitted on the queries' labels. ``p`` is a params mapping shaped like params.yaml.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+import numpy as np
+
+from rag import config
+
+from rag.voice import quarantine
+from rag.voice.answer import answer_row, decide
+from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
+from rag.voice.gate import Gate, fit_gate
+from rag.io import InputError
+from rag.voice.queries import check_against_kb, is_labelled, load_queries, raw_queries, rewrite_queries
+from rag.eval.scoring import final_metrics, status_counts
+from rag.retrieval.search import PassageIndex
+from rag.voice.selection import AnswerScorer, load_scorer
+from rag.retrieval.sentences import SentenceIndex
+
+if TYPE_CHECKING:
+    from rag.voice.followup import Resolution, Resolver
+    from rag.retrieval.kb_cache import KnowledgeBase
+    from rag.memory import Memory
+
+
+def question_signals(index: PassageIndex, texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],
+                     p: Mapping) -> dict[str, dict[str, float]]:
+    """``{query_id: {signal: value}}``: every abstention signal of `rag.voice.abstain.features` (rounded to 6
+    decimals), the gate's input; ``vectors``: ``{query_id: (384,) unit vector}`` of ``texts``."""
+    from rag.voice import abstain
+
+    feats = abstain.features(index, texts, vectors, p["retrieval"]["stopwords"] or ())
+    return {q: {k: round(v, 6) for k, v in f.items()} for q, f in feats.items()}
+
+
+def check_gate(gate: Gate, p: Mapping) -> None:
+    """Raise `rag.voice.gate.GateMismatch` unless ``gate`` was fitted for ``p``'s signal, this embedder and ``p``'s
+    retrieval settings."""
+    from rag.retrieval.embed import embedder_id
+
+    gate.check(p["abstain"]["signal"], embedder_id(), config.gate_retrieval(p))
+
+
+def gate_function(gate: Gate, index: PassageIndex, p: Mapping) -> Callable[[str, np.ndarray], float]:
+    """The gate as ``(query, (384,) unit vector) -> score`` on ``index`` (one question at a time, as a turn
+    needs it)."""
+    def score(query: str, vector: np.ndarray) -> float:
+        return gate.scores(question_signals(index, {"q": query}, {"q": vector}, p))["q"]
+    return score
+
+
+HEADLINE = ("recall@1", "recall@3", "mrr@10")  # the retrieval metrics step_evaluate reports
+
+
+def step_evaluate(index: PassageIndex, queries: Sequence[dict], p: Mapping) -> tuple[list[dict], dict]:
+    """Search with the raw and the rewritten transcript in ``retrieval.mode``.
+
+    Raises InputError (`rag.voice.queries.check_against_kb`) for gold names not in the KB or no
+    answerable query. Returns (per-query rows ``{id, answerable, query, raw_top, top, raw_score, top1, score}``,
+    metrics ``{"mode": ..., "raw": {recall_at_1, recall_at_3, mrr_at_10}, "rewritten": {...}}``); ``raw_score`` / ``top1`` are the raw and
+    rewritten top-1 cosines, ``signals`` the rewritten query's abstention signals (`question_signals`).
+    """
+    check_against_kb(queries, {x.doc for x in index.passages})
+    mode = p["retrieval"]["mode"]
+    rules = config.rewrite_rules(p, index.passages)
+    forms = {"raw": raw_queries(queries), "rewritten": rewrite_queries(queries, rules)}
+    rows = {q["id"]: {"id": q["id"], "answerable": q["answerable"], "query": forms["rewritten"][q["id"]]}
+            for q in queries}
+    metrics = {"mode": mode}
+    for form, texts in forms.items():
+        vectors = embed_texts(texts)
+        runs = doc_runs(index, texts, mode, vectors)
+        # retrieval.json is a headline file (dvc exp show): recall_at_1, recall_at_3, mrr_at_10; the full
+        # matrix is the compare stage's (compare.json keeps "recall@1").
+        metrics[form] = {k.replace("@", "_at_"): v for k, v in retrieval_metrics(queries, runs, (1, 3, 10)).items()
+                         if k in HEADLINE}
+        for qid, cos in top1_cosine(index, vectors).items():
+            rows[qid]["raw_top" if form == "raw" else "top"] = [d for d, _ in runs[qid][:3]]
+            rows[qid]["raw_score" if form == "raw" else "top1"] = round(cos, 6)
+        if form == "rewritten":
+            for qid, sig in question_signals(index, texts, vectors, p).items():
+                rows[qid]["signals"] = sig
+    return list(rows.values()), metrics
+
+
+def step_threshold(per_query: Sequence[dict], p: Mapping, fitted_on: Mapping) -> tuple[Gate, dict]:
+    """Fit the gate (``abstain.signal``; its model and tau) on the rewritten queries' ``signals`` and labels
+    (`rag.voice.gate.fit_gate`, ``threshold.policy`` / ``epsilon``). ``fitted_on``: what to record as the data (KB,
+    queries file). Returns ``(gate, report)``; raises ThresholdError as `rag.voice.gate.fit_gate` does."""
+    from rag.retrieval.embed import embedder_id
+
+    t = p["threshold"]
+    return fit_gate({r["id"]: r["signals"] for r in per_query}, {r["id"]: r["answerable"] for r in per_query},
+                    p["abstain"]["signal"], t["policy"], float(t["epsilon"]), int(p["abstain"]["seed"]),
+                    embedder_id(), config.gate_retrieval(p), fitted_on)
+
+
+@contextlib.contextmanager
+def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
+    """Yield the LLM base URL: ``llm.url`` if set (``warn`` is told when nothing answers there,
+    `rag.llm.client.reachable`), else a local llama.cpp server started here and stopped (by PID) on exit, errors
+    included, with ``llm.n_parallel`` slots (1 when the key is absent). Yields None when the local server fails to
+    start (and says why through ``warn``), so the answer step falls back instead of crashing."""
+    if p["llm"]["url"]:
+        if warn:
+            from rag.llm.client import reachable
+
+            why = reachable(p["llm"]["url"])
+            if why:
+                warn(f"the LLM at {p['llm']['url']} does not answer ({why}); every answer will be a verified KB "
+                     "sentence or a refusal")
+        yield p["llm"]["url"]
+        return
+    from rag.llm.server import LocalServer
+
+    server = LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(p["llm"]["threads"]),
+                         n_parallel=int(p["llm"].get("n_parallel", 1)))
+    try:
+        server.start()
+    except (RuntimeError, FileNotFoundError) as e:
+        if warn:
+            warn(f"the packaged LLM server did not start ({e}); every answer will be a verified KB sentence or a "
+                 "refusal")
+        yield None
+        return
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
+                tau: float, url: str | None, scores: Mapping[str, float], progress: bool = False) -> list[dict]:
+    """answers.jsonl rows for every query (see `rag.voice.answer.answer_row`); ``scores`` are the gate scores
+    (``{query_id: score}``), compared with ``tau``. ``progress``: a tqdm bar on stderr, one step per query."""
+    from tqdm import tqdm
+
+    settings = config.answer_settings(p, tau)
+    rewritten = rewrite_queries(queries, config.rewrite_rules(p, index.passages))
+    vectors = embed_texts(rewritten)
+    return [answer_row(qid, rewritten[qid], index, vectors[qid], scores[qid], settings, kb, url)
+            for qid in tqdm(rewritten, desc="answering", unit="q", disable=not progress, leave=False, delay=1.0)]
+
+
+def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
+               tau: float, sentences: SentenceIndex | None = None,
+               scorer: AnswerScorer | None = None) -> tuple[list[dict], dict]:
+    """Verify or replace every answer; returns (final.jsonl rows, final metrics; for unlabelled queries only the
+    status and reason counts, `rag.eval.scoring.status_counts`). ``sentences``: the KB's
+    precomputed `SentenceIndex` (the embed_sentences stage's); None builds it from ``kb`` here, once.
+    ``scorer``: the learned answer selection (`rag.voice.answer.decide`); None: the table-driven pick."""
+    settings, rules = config.answer_settings(p, tau), config.verify_rules(p)
+    sentences = sentences or SentenceIndex.build(kb)
+    vectors = embed_texts({a["id"]: a["query"] for a in answers})
+    rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences, scorer) for a in answers]
+    return rows, final_metrics(queries, rows, kb) if is_labelled(queries) else status_counts(rows)
+
+
+def latency_metrics(answers: Sequence[dict]) -> dict:
+    """p50/p95 (ms) of first-token and total LLM latency over the queries that called the model."""
+    from rag.bench.latency import summary
+
+    return {key: summary([a[key] for a in answers if a.get(key) is not None]) for key in ("first_token_ms", "total_ms")}
+
+
+def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
+                    context: str | None = None) -> tuple[dict, dict]:
+    """One typed question on ``kb`` the way a turn runs: rewrite (a follow-up against ``context``, the previous
+    question, itself rewritten first), then `answer_query`. Returns what `answer_query` does."""
+    from rag.voice.rewrite import rewrite
+
+    rules = config.rewrite_rules(p, kb.index.passages)
+    return answer_query(rewrite(question, rewrite(context, None, rules) if context else None, rules), p, gate, url,
+                        kb)
+
+
+def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
+                 start: float | None = None) -> tuple[dict, dict]:
+    """A rewritten query ``text`` on ``kb``: retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
+    (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.voice.answer.decide`,
+    the answer row of `rag.voice.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
+
+    ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the LLM call is
+    cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time."""
+    from rag.voice.answer import turn_deadline
+
+    settings = config.answer_settings(p, gate.tau)
+    deadline = turn_deadline(settings, start)
+    vector = embed_texts({"q": text})["q"]
+    score = gate_function(gate, kb.index, p)(text, vector)
+    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline)
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
+    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer), row
+
+
+def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
+    """The `rag.voice.followup.Resolver` of ``kb`` (its documents' word statistics, the rewrite rules with its contrast
+    pairs, ``memory``'s follow-up cues): build once per KB."""
+    from rag.voice.followup import Resolver
+
+    return Resolver(kb.docs, config.rewrite_rules(p, kb.index.passages), config.follow_up_rules(p))
+
+
+def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate: Gate, url: str | None,
+                kb: "KnowledgeBase", resolver: "Resolver", caller: str | None = None) -> tuple[dict, dict | None, "Resolution"]:
+    """One turn of a call: read the session's last ``memory.max_turns`` turns from ``memory``
+    (`rag.memory.Memory`), resolve the question against their queries (`rag.voice.followup.Resolver`; ``resolver`` from
+    `follow_up_resolver`), answer the resolved query (`answer_query`) and record the turn (``caller``: the
+    caller id, stored only as a keyed hash). A follow-up with nothing to lean on is not answered: it says
+    ``memory.clarify`` (status refused, reason no_antecedent). Returns ``(final row, answer row or None,
+    resolution)``. Memory failures never end the turn (`rag.memory.Memory` falls back and says so)."""
+    import time
+
+    from rag.memory import Turn
+
+    start = time.monotonic()
+    history = memory.history(session, int(p["memory"]["max_turns"]))
+    res = resolver.resolve(question, [t.query for t in history if t.query])
+    if res.kind == "no_antecedent":
+        final, row = {"id": "q", "say": p["memory"]["clarify"], "source": "none", "status": "refused",
+                      "reason": "no_antecedent"}, None
+    else:
+        final, row = answer_query(res.query, p, gate, url, kb, start)
+    memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
+                       say=final["say"], status=final["status"], source=final["source"], reason=final["reason"]),
+                  caller)
+    return final, row, res
+
+
+def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate: Gate | None,
+              cache_dir: str | Path | None = None, progress: bool = False,
+              warn: Callable[[str], None] | None = None) -> dict:
+    """The voice chain on any KB folder and queries file (only ``id`` and ``asr`` needed): gate -> answer ->
+    final. ``gate``: the shipped gate, applied as is (checked with `check_gate`); None fits one here on the
+    queries' labels (in-sample, so its refusal numbers are optimistic). Labelled queries (``answerable``,
+    ``relevant``, ``facts``) also get the retrieval and answer metrics. ``cache_dir``: `rag.retrieval.kb_cache.open_kb`'s;
+    ``progress``: tqdm bars on stderr; ``warn``: told when the LLM server does not start and, one line each,
+    the KB's quarantined instruction-like paragraphs (`rag.retrieval.kb_cache.open_kb`; ``voice.allow_instructions``).
+
+    Returns ``{gate, retrieval (labelled only), final, latency, answers}`` where ``answers`` are per query
+    ``{id, asr, query, retrieved: [[doc, score]], gate_score, tau, status, reason, say, source, llm_error}``.
+    Raises rag.io.InputError for bad inputs, ValueError / KeyError / TypeError for bad params
+    (`rag.config.check`, `rag.voice.selection.load_scorer` for ``select``), GateMismatch for a gate fitted for other
+    settings and ThresholdError when fitting finds one class only, all before any LLM call.
+    """
+    from rag.retrieval.kb_cache import open_kb
+
+    config.check(p)
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
+    queries = load_queries(queries_path)
+    labelled = is_labelled(queries)
+    if gate is None and not labelled:
+        raise InputError(f"{queries_path}: fitting the gate needs labelled questions (answerable, relevant, facts)")
+    if gate is not None:
+        check_gate(gate, p)
+    kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress, quarantine.allowed(p), warn)
+    if labelled:
+        per_query, retrieval = step_evaluate(kb.index, queries, p)
+        signals = {r["id"]: r["signals"] for r in per_query}
+    else:
+        texts = rewrite_queries(queries, config.rewrite_rules(p, kb.index.passages))
+        signals, retrieval = question_signals(kb.index, texts, embed_texts(texts), p), None
+    source = "shipped"
+    if gate is None:
+        gate, _ = step_threshold(per_query, p, {"kb": str(kb_folder), "queries": str(queries_path)})
+        source = f"fitted here on {len(queries)} questions of {queries_path} (in-sample)"
+    scores = gate.scores(signals)
+    with llm_url(p, warn) as url:
+        answers = step_answer(kb.index, queries, kb.docs, p, gate.tau, url, scores, progress)
+    final_rows, final = step_final(answers, queries, kb.docs, p, gate.tau, kb.sentences, scorer)
+    asr = {q["id"]: q["asr"] for q in queries}
+    rows = [{"id": a["id"], "asr": asr[a["id"]], "query": a["query"],
+             "retrieved": [[d, s] for d, s in zip(a["retrieved"], a["retrieved_scores"])],
+             "gate_score": a["score"], "tau": gate.tau, "status": f["status"], "reason": f["reason"],
+             "say": f["say"], "source": f["source"], "llm_error": a["error"]} for a, f in zip(answers, final_rows)]
+    out = {"gate": {"signal": gate.signal, "tau": gate.tau, "source": source, "fitted_on": gate.fitted_on},
+           "kb": {"folder": str(kb_folder), "passages": len(kb.index.passages), "cached": kb.cached},
+           "final": final, "latency": latency_metrics(answers), "answers": rows}
+    return {**out, "retrieval": retrieval} if labelled else out
