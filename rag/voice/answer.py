@@ -86,11 +86,14 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
 
 
 def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceIndex,
-                        rules: VerifyRules = DEFAULT_VERIFY) -> list[tuple[str, str, np.ndarray]]:
+                        rules: VerifyRules = DEFAULT_VERIFY,
+                        said: frozenset[str] = frozenset()) -> list[tuple[str, str, np.ndarray]]:
     """``(sentence, doc, (384,) unit vector)`` of every sentence of ``docs`` (in order; a doc not in
-    ``sentences`` has none) whose slots (day, service) do not contradict the query: a Saturday question never
-    gets the weekday sentence."""
-    return [(s, d, v) for d in docs for s, v in sentences.of(d) if not slots_conflict(query, s, rules)]
+    ``sentences`` has none) whose slots (day, service) do not contradict the query (a Saturday question never
+    gets the weekday sentence) and that is not in ``said`` (what the caller already heard for the turn this one
+    follows up: "and for a cat?" never gets the dog's price again)."""
+    return [(s, d, v) for d in docs for s, v in sentences.of(d)
+            if s not in said and not slots_conflict(query, s, rules)]
 
 
 def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,
@@ -125,12 +128,13 @@ class Extract(NamedTuple):
 
 def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: SentenceIndex,
                rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
-               hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None) -> Extract | None:
+               hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None,
+               said: frozenset[str] = frozenset()) -> Extract | None:
     """The retrieved sentence to read out instead of a failed answer, among `candidate_sentences` (their vectors
-    precomputed in ``sentences``): with ``scorer`` (the learned answer selection) those holding the asked-for answer
+    precomputed in ``sentences``; ``said`` left out): with ``scorer`` (the learned answer selection) those holding the asked-for answer
     type of the KB's table first (none without a table), then the best score; without one, `pick_sentence`
     (answer-type tables, then the retrieval ranking). None if every candidate contradicts the query."""
-    cands = candidate_sentences(query, docs, sentences, rules)
+    cands = candidate_sentences(query, docs, sentences, rules, said)
     if not cands:
         return None
     vectors = np.stack([v for _, _, v in cands])
@@ -164,8 +168,12 @@ def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs:
 
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
            rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
-           scorer: AnswerScorer | None = None) -> dict:
+           scorer: AnswerScorer | None = None, said: frozenset[str] = frozenset()) -> dict:
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
+
+    said: what the caller already heard for the turn this one follows up (`rag.voice.pipeline.answer_turn`):
+    never said again (an LLM answer repeating it fails with reason ``repeats_earlier_answer``; the extractive
+    pick leaves it out).
 
     sentences: the KB's `SentenceIndex`, built once at index time; None splits and embeds the retrieved
     documents now (the query-time path: ~10x slower a turn on long paragraphs, see bench.json).
@@ -191,13 +199,15 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
             if sentences is None:
                 sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
             picked.append(extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
-                                     settings.hybrid, scorer))
+                                     settings.hybrid, scorer, said))
         return picked[0]
 
     if row["error"]:
         reason = f"llm_{row['error']}"
     else:
         ok, reason = verify(row["answer"], row["source"], row["retrieved"], kb, row["query"], rules)
+        if ok and row["answer"] in said:
+            ok, reason = False, "repeats_earlier_answer"
         if ok and scorer is not None:
             fallback = pick()
             score = answer_score(row["answer"], row["source"], row["query"], vector, row["retrieved"], sentences,

@@ -182,13 +182,14 @@ def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: 
 
 
 def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
-                 start: float | None = None) -> tuple[dict, dict]:
+                 start: float | None = None, said: frozenset[str] = frozenset()) -> tuple[dict, dict]:
     """A rewritten query ``text`` on ``kb``: retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
     (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.voice.answer.decide`,
     the answer row of `rag.voice.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
 
     ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the LLM call is
-    cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time."""
+    cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time.
+    ``said``: sentences never to say again (`rag.voice.answer.decide`)."""
     from rag.voice.answer import turn_deadline
 
     settings = config.answer_settings(p, gate.tau)
@@ -197,7 +198,7 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     score = gate_function(gate, kb.index, p)(text, vector)
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline)
     scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
-    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer), row
+    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said), row
 
 
 def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
@@ -213,7 +214,8 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     """One turn of a call: read the session's last ``memory.max_turns`` turns from ``memory``
     (`rag.memory.Memory`), resolve the question against their queries (`rag.voice.followup.Resolver`; ``resolver`` from
     `follow_up_resolver`), answer the resolved query (`answer_query`) and record the turn (``caller``: the
-    caller id, stored only as a keyed hash). A follow-up with nothing to lean on is not answered: it says
+    caller id, stored only as a keyed hash). A follow-up is never answered with the sentence its antecedent
+    turn was (the caller heard it already). A follow-up with nothing to lean on is not answered: it says
     ``memory.clarify`` (status refused, reason no_antecedent). Returns ``(final row, answer row or None,
     resolution)``. Memory failures never end the turn (`rag.memory.Memory` falls back and says so)."""
     import time
@@ -222,12 +224,14 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
 
     start = time.monotonic()
     history = memory.history(session, int(p["memory"]["max_turns"]))
-    res = resolver.resolve(question, [t.query for t in history if t.query])
+    topics = [t for t in history if t.query]
+    res = resolver.resolve(question, [t.query for t in topics])
     if res.kind == "no_antecedent":
         final, row = {"id": "q", "say": p["memory"]["clarify"], "source": "none", "status": "refused",
                       "reason": "no_antecedent"}, None
-    else:
-        final, row = answer_query(res.query, p, gate, url, kb, start)
+    else:  # a follow-up asks for something new: not the sentence its antecedent was answered with
+        said = frozenset({topics[-1].say}) if res.antecedent is not None else frozenset()
+        final, row = answer_query(res.query, p, gate, url, kb, start, said)
     memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
                        say=final["say"], status=final["status"], source=final["source"], reason=final["reason"]),
                   caller)
