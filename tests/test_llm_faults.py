@@ -147,3 +147,16 @@ def test_extractive_ranks_sentences_in_the_retrieval_mode():
 def test_bad_answer_settings_are_named(bad, message):
     with pytest.raises(ValueError, match=message):
         AnswerSettings(**bad)
+
+
+def test_an_llm_answer_repeating_what_the_caller_just_heard_is_replaced(setup):
+    # a follow-up's `said` (rag.voice.pipeline.answer_turn): the antecedent turn's sentence is never said again
+    index, kb, vec = setup
+    s = AnswerSettings(timeout_s=5.0)
+    saturday = "On Saturday we are open from 9 a.m. to 1 p.m."
+    with Stub(reply(saturday, "kb-hours")) as stub:
+        row = answer_row("q1", QUERY, index, vec, 0.9, s, kb, stub.url)
+    assert decide(row, kb, vec, s)["say"] == saturday
+    final = decide(row, kb, vec, s, said=frozenset({saturday}))
+    assert final["status"] == "extractive" and final["reason"] == "repeats_earlier_answer"
+    assert final["say"] == "On Saturday the pharmacy is open from 10 a.m. to 2 p.m." and final["source"] == "kb-pharmacy"

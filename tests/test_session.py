@@ -50,6 +50,14 @@ def test_chat_resolves_follow_ups_from_the_call(call):
     assert turns[4]["say"] == "We accept cash, debit and credit cards."  # the empty line ended the call
 
 
+def test_a_follow_up_is_not_answered_with_what_the_caller_just_heard(call):
+    # "how long does it take" has nothing specific of its own: merged with the blood-test question, whose best
+    # sentence is the price the caller heard a turn ago; the next best answers the new question
+    turns = chat_turns(call("chat", stdin="how much is a blood test\nand how long does it take\n")[1])
+    assert turns[0]["say"] == "A blood test costs $45."
+    assert (turns[1]["resolved_as"], turns[1]["say"]) == ("ellipsis", "Lab results are ready within 3 business days.")
+
+
 def test_ask_session_spans_processes_and_forget_deletes_it(call):
     code, out, _ = call("ask", "what time do you open on saturday", "--session", "call-2")
     assert code == 0 and json.loads(out)["resolved_as"] == "standalone"
