@@ -70,7 +70,8 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
 
 
 def hybrid_config(p: Mapping) -> HybridConfig:
-    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor, phonetic list."""
+    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor, phonetic list, the dense
+    index (exact | hnsw and its m, ef_construction, ef_search)."""
     r = p["retrieval"]
     def num(key, kind=float):
         return number(p, "retrieval", key, kind)
@@ -80,7 +81,9 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         stopwords=frozenset(words(p, "retrieval", "stopwords")) if r["use_stopwords"] else frozenset(),
                         min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
                         phonetic_weight=num("phonetic_weight"), phonetic_encoder=str(r["phonetic_encoder"]),
-                        phonetic_ngram=num("phonetic_ngram", int))
+                        phonetic_ngram=num("phonetic_ngram", int), index=str(r["index"]),
+                        hnsw=(number(p, "retrieval", "hnsw_m", int), number(p, "retrieval", "hnsw_ef_construction", int),
+                              number(p, "retrieval", "hnsw_ef_search", int)))
 
 
 def gate_retrieval(p: Mapping) -> dict:

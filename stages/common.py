@@ -52,17 +52,21 @@ def params() -> dict:
 
 
 def voice_index(p: dict):
-    """The clinic passages of chunks.jsonl with their embed.npy rows."""
+    """The clinic passages of chunks.jsonl with their embed.npy rows (and, with ``retrieval.index: hnsw``, the HNSW
+    graph the ann_index stage saved)."""
     import numpy as np
 
     from rag import config
     from rag.retrieval.chunk import Passage
+    from rag.retrieval.indexes import HNSWIndex
     from rag.io import read_jsonl
     from rag.retrieval.search import PassageIndex
 
     passages = [Passage(r["id"], r["doc"], r["text"])
                 for r in read_jsonl(VOICE_DATA / "chunks.jsonl", required=("id", "doc", "text"))]
-    return PassageIndex(passages, np.load(VOICE_DATA / "embed.npy"), config.hybrid_config(p))
+    hc = config.hybrid_config(p)
+    dense = HNSWIndex.load(VOICE_DATA / "hnsw.faiss", hc.hnsw[2]) if hc.index == "hnsw" else None
+    return PassageIndex(passages, np.load(VOICE_DATA / "embed.npy"), hc, dense)
 
 
 def heysquad_index(p: dict, *query_fields: str):

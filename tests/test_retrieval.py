@@ -78,7 +78,8 @@ def test_stopwords_keep_function_words_of_a_garbled_transcript_out_of_the_fusion
 def test_non_string_stopwords_are_refused():
     retrieval = {"rrf_k": 10, "depth": 20, "weight_dense": 1.0, "weight_bm25": 2.0, "use_stopwords": True,
                  "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
-                 "phonetic_encoder": "metaphone", "phonetic_ngram": 3}
+                 "phonetic_encoder": "metaphone", "phonetic_ngram": 3, "index": "exact",
+                 "hnsw_m": 16, "hnsw_ef_construction": 80, "hnsw_ef_search": 64}
     with pytest.raises(ValueError, match="retrieval.stopwords must be a list of words, got False, True"):
         config.hybrid_config({"retrieval": {**retrieval, "stopwords": ["the", True, False]}})
     words = ["the", "on", "off", "yes", "no"]  # strings in YAML 1.2 (rag.io.read_params), quoted or not

@@ -30,7 +30,7 @@ def embed_texts(texts: Mapping[str, str]) -> dict[str, np.ndarray]:
 
 def top1_cosine(index: PassageIndex, vectors: Mapping[str, np.ndarray]) -> dict[str, float]:
     """``{query_id: cosine of the best passage}``: the seed's abstention signal."""
-    return {qid: float(index.dense.get_scores(v).max()) for qid, v in vectors.items()}
+    return {qid: index.dense.best(v) for qid, v in vectors.items()}
 
 
 def retrieval_metrics(queries: Sequence[dict], runs: Mapping[str, list[tuple[str, float]]],

@@ -9,6 +9,8 @@ import functools
 import re
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
+from pathlib import Path
+
 import numpy as np
 from rank_bm25 import BM25Okapi
 
@@ -54,9 +56,73 @@ class DenseIndex:
         """Cosine of the (d,) unit query vector with every passage: (n,) float32."""
         return self.vectors @ np.asarray(query_vector, dtype=np.float32)
 
-    def top_k(self, query_vector: np.ndarray, k: int) -> Ranking:
-        """The ``k`` most similar passages as ``(index, cosine)``."""
+    def top_k(self, query_vector: np.ndarray, k: int | None = None) -> Ranking:
+        """The ``k`` most similar passages as ``(index, cosine)`` (None: all, best first)."""
         return rank(self.get_scores(query_vector), k)
+
+    def best(self, query_vector: np.ndarray) -> float:
+        """The highest cosine of any passage with the (d,) unit query vector."""
+        return float(self.get_scores(query_vector).max())
+
+
+class HNSWIndex:
+    """Approximate cosine search: a faiss HNSW graph (Malkov & Yashunin 2018, "Efficient and robust approximate
+    nearest neighbor search using Hierarchical Navigable Small World graphs") over L2-normalised vectors with
+    inner-product distance, so scores are cosines in [-1, 1], as `DenseIndex`'s.
+
+    vectors: (n, d) float32 unit rows (or ``index``: a built faiss index, e.g. from `load`); m: graph links per
+    node; ef_construction: candidates kept while building; ef_search: candidates kept per query (recall vs time;
+    a ranking never holds more than this many passages).
+    """
+
+    def __init__(self, vectors: np.ndarray | None = None, m: int = 16, ef_construction: int = 80,
+                 ef_search: int = 64, index=None):
+        import faiss
+
+        if index is None:
+            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+            if vectors.ndim != 2 or len(vectors) == 0:
+                raise ValueError(f"expected a non-empty (n, d) matrix, got shape {vectors.shape}")
+            index = faiss.IndexHNSWFlat(vectors.shape[1], int(m), faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = int(ef_construction)
+            index.add(vectors)
+        index.hnsw.efSearch = int(ef_search)
+        self.index, self.ef_search = index, int(ef_search)
+
+    def top_k(self, query_vector: np.ndarray, k: int | None = None) -> Ranking:
+        """The (about) ``k`` most similar passages as ``(index, cosine)``, best first; k None or above
+        ``ef_search``: ``ef_search`` of them."""
+        k = min(k or self.ef_search, self.ef_search, self.index.ntotal)
+        scores, ids = self.index.search(np.asarray(query_vector, dtype=np.float32).reshape(1, -1), k)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+    def best(self, query_vector: np.ndarray) -> float:
+        """The highest cosine the graph search finds (approximate)."""
+        return self.top_k(query_vector, 1)[0][1]
+
+    def save(self, path: str | Path) -> None:
+        """Write the index (faiss's own format) atomically: a temporary file, then a rename."""
+        import faiss
+
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        faiss.write_index(self.index, str(tmp))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path, ef_search: int = 64) -> "HNSWIndex":
+        """An index `save` wrote; InputError naming the file when it is not one."""
+        import faiss
+
+        from rag.io import InputError
+
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as e:
+            raise InputError(f"{path}: not a faiss index ({str(e).splitlines()[0]})") from None
+        if not hasattr(index, "hnsw"):
+            raise InputError(f"{path}: a faiss index, but not an HNSW one")
+        return cls(index=index, ef_search=ef_search)
 
 
 class BM25Index:

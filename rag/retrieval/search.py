@@ -14,7 +14,7 @@ import numpy as np
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
-from rag.retrieval.indexes import BM25Index, DenseIndex, Ranking, promote_exact_hit, rank, rrf_fuse, word_tokens
+from rag.retrieval.indexes import BM25Index, DenseIndex, HNSWIndex, Ranking, promote_exact_hit, rrf_fuse, word_tokens
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
@@ -42,8 +42,12 @@ class HybridConfig:
     phonetic_weight: float = 1.0
     phonetic_encoder: str = "metaphone"
     phonetic_ngram: int = 3
+    index: str = "exact"            # the dense list: exact (numpy matmul) | hnsw (faiss, approximate)
+    hnsw: tuple[int, int, int] = (16, 80, 64)   # (m, ef_construction, ef_search) of `HNSWIndex`
 
     def __post_init__(self):
+        if self.index not in ("exact", "hnsw"):
+            raise ValueError(f"retrieval.index must be exact or hnsw, got {self.index!r}")
         # a boolean in the list would silently never match a token
         bad = sorted(repr(w) for w in self.stopwords if not isinstance(w, str))
         if bad:
@@ -57,11 +61,15 @@ class PassageIndex:
     passages: list[Passage]
     vectors: np.ndarray
     config: HybridConfig = field(default_factory=HybridConfig)
+    dense: DenseIndex | HNSWIndex | None = None   # None: built here as ``config.index`` says
 
     def __post_init__(self):
         if len(self.passages) != len(self.vectors):
             raise ValueError(f"{len(self.passages)} passages but {len(self.vectors)} vectors")
-        self.dense = DenseIndex(self.vectors)
+        if self.dense is None:
+            m, ef_construction, ef_search = self.config.hnsw
+            self.dense = (HNSWIndex(self.vectors, m, ef_construction, ef_search) if self.config.index == "hnsw"
+                          else DenseIndex(self.vectors))
         self._bm25: BM25Index | None = None
         self._phonetic: BM25Index | None = None
 
@@ -97,8 +105,8 @@ class PassageIndex:
         return self._phonetic
 
     def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
-        """Passages by cosine with the (384,) unit query vector, best first."""
-        return rank(self.dense.get_scores(query_vector), depth)
+        """Passages by cosine with the (384,) unit query vector, best first (``hnsw``: at most ef_search)."""
+        return self.dense.top_k(query_vector, depth)
 
     def bm25_ranking(self, query: str, depth: int | None = None) -> Ranking:
         """Passages by BM25 score, best first, keeping only scores above ``bm25_floor``."""

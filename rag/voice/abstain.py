@@ -21,7 +21,7 @@ ALL_SIGNALS = SIGNALS + ("combined",)
 
 def top1(index: PassageIndex, query: str, vector: np.ndarray) -> float:
     """Cosine (unit vectors, in [-1, 1]) of the best passage: the seed's signal."""
-    return float(index.dense.get_scores(vector).max())
+    return index.dense.best(vector)
 
 
 def agreement(index: PassageIndex, query: str, vector: np.ndarray, k: int = 3) -> float:
