@@ -34,9 +34,12 @@ def rank(scores: np.ndarray, k: int | None = None) -> Ranking:
     scores = np.asarray(scores, dtype=np.float64)
     if k is not None and k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    order = np.lexsort((np.arange(len(scores)), -scores))
-    if k is not None:
-        order = order[:k]
+    if k is not None and k < len(scores):  # partition first (O(n)); ties at the k-th score all compete
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        candidates = np.flatnonzero(scores >= kth)
+        order = candidates[np.lexsort((candidates, -scores[candidates]))][:k]
+    else:
+        order = np.lexsort((np.arange(len(scores)), -scores))
     return [(int(i), float(scores[i])) for i in order]
 
 
