@@ -83,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     forget.add_argument("--session", required=True, help="the call's id")
     forget.add_argument("--params", default=str(ROOT / "params.yaml"), help="as for run")
     forget.add_argument("--cache-dir", help="as for run")
+    index = sub.add_parser("index", help="load a KB folder into PostgreSQL + pgvector (ask, run and chat then "
+                                         "rank passages there when retrieval.store or $RAG_KB_STORE names it)")
+    index.add_argument("--kb", required=True, help="folder of *.md files")
+    index.add_argument("--store", help="postgresql://... (default: retrieval.store or $RAG_KB_STORE)")
+    index.add_argument("--params", default=str(ROOT / "params.yaml"), help="as for run")
+    index.add_argument("--cache-dir", help="as for run")
     sub.add_parser("compare", help="print the retrieval compare tables")
     return parser
 
@@ -102,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         p = _params(args.params)
         if args.command == "forget":
             return _forget(p, args)
+        if args.command == "index":
+            return _index(p, args)
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
         if args.command == "ask":
@@ -128,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as e:
         print(f"error: {args.params}: bad value ({e})", file=sys.stderr)
         return 2
+    except (ConnectionError, LookupError) as e:  # the KB store (retrieval.store / $RAG_KB_STORE) is down or lacks the KB
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 def _params(path: str) -> dict:
@@ -260,7 +271,7 @@ def _voice_kb(p: dict, args):
     config.check(p)
     check_gate(gate, p)
     return gate, open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True,
-                         allow_instructions=quarantine.allowed(p), warn=_warn)
+                         allow_instructions=quarantine.allowed(p), warn=_warn, store=config.kb_store(p))
 
 
 def _memory(p: dict, args):
@@ -341,6 +352,29 @@ def _chat(p: dict, args) -> int:
                       + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
                          if row else ""))
     print(f"session {session} ended; `rag forget --session {session}` deletes it", file=sys.stderr)
+    return 0
+
+
+def _index(p: dict, args) -> int:
+    """Load ``--kb`` into the pgvector store; exit 1 naming the store when it cannot be reached."""
+    from rag import config
+    from rag.voice import quarantine
+    from rag.io import InputError
+    from rag.retrieval.kb_cache import load_into_store, open_kb
+
+    store = args.store or config.kb_store(p)
+    if not store.startswith(("postgresql://", "postgres://")):
+        raise InputError(f"--store must be a postgresql:// URL (or set retrieval.store / $RAG_KB_STORE), got "
+                         f"{store.split('://')[0] + '://...' if '://' in store else repr(store)}")
+    kb = open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True,
+                 allow_instructions=quarantine.allowed(p), warn=_warn)
+    try:
+        n = load_into_store(kb, store)
+    except ConnectionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"KB {args.kb}: {n} passages loaded (key {kb.key[:12]}); ask / run / chat use it with "
+          "RAG_KB_STORE set to the same URL")
     return 0
 
 

@@ -130,3 +130,12 @@ def follow_up_rules(p: Mapping) -> FollowUpRules:
                          conjunctions=words(p, "memory", "conjunctions"),
                          question_words=words(p, "memory", "question_words"),
                          fragment_words=number(p, "memory", "fragment_words", int))
+
+
+def kb_store(p: Mapping, env: Mapping[str, str] | None = None) -> str:
+    """Where the KB's dense index is served from: ``$RAG_KB_STORE`` when set, else ``p["retrieval"]["store"]``
+    ("" = in process; a PostgreSQL URL = pgvector, `rag.retrieval.pgvector`)."""
+    import os
+
+    env = os.environ if env is None else env
+    return env.get("RAG_KB_STORE") or str(p["retrieval"].get("store") or "")

@@ -66,14 +66,20 @@ def fingerprint(folder: str | Path, allow_instructions: bool = False) -> str:
 
 def open_kb(folder: str | Path, config: HybridConfig = HybridConfig(), cache_dir: str | Path | None = None,
             progress: bool = False, allow_instructions: bool = False,
-            warn: Callable[[str], None] | None = None) -> KnowledgeBase:
+            warn: Callable[[str], None] | None = None, store: str = "") -> KnowledgeBase:
     """The KB of ``folder`` from ``cache_dir`` (default `default_cache_dir`) when an entry with its
     `fingerprint` exists, else built (chunked, embedded with a progress bar when ``progress``) and stored there
     (written to a temporary folder, then renamed: a crash never leaves a half entry). A cache folder that cannot
     be written only costs the saving. Raises InputError for a bad KB (`rag.retrieval.chunk.chunk_folder`).
     Instruction-like paragraphs are quarantined (`rag.retrieval.chunk`) unless ``allow_instructions``; ``warn`` is told
-    one line per such paragraph (file:line, paragraph number, cue), cached or not."""
+    one line per such paragraph (file:line, paragraph number, cue), cached or not. ``store``: a PostgreSQL URL
+    the KB was loaded into (`load_into_store`): its dense ranking then comes from pgvector
+    (`rag.retrieval.pgvector`; ConnectionError / LookupError when the store is down or lacks this KB)."""
     kb = _open(folder, config, cache_dir, progress, allow_instructions)
+    if store:
+        from rag.retrieval.pgvector import PgVectorStore
+
+        kb.index.dense = PgVectorStore(store).dense(kb.key, config.hnsw[2])
     if warn:
         what = "kept (allow_instructions)" if allow_instructions else "quarantined (not indexed, never said)"
         for r in kb.quarantined:
@@ -125,3 +131,15 @@ def _read_entry(entry: Path, config: HybridConfig, key: str) -> KnowledgeBase:
     sentences = SentenceIndex.load(entry / "sentences.jsonl", entry / "sentences.npy")
     return KnowledgeBase(PassageIndex(passages, np.load(entry / "passages.npy"), config), meta["docs"], sentences, key,
                          True, meta["quarantined"])
+
+
+def load_into_store(kb: KnowledgeBase, store: str) -> int:
+    """Write ``kb``'s passages and vectors into the PostgreSQL + pgvector ``store`` under its cache key (what
+    `open_kb` with ``store`` reads); returns the number of passages. ConnectionError when the store is down."""
+    from rag.retrieval.pgvector import PgVectorStore
+
+    db = PgVectorStore(store)
+    try:
+        return db.load(kb.key, kb.index.passages, kb.index.vectors)
+    finally:
+        db.close()

@@ -264,7 +264,8 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
         raise InputError(f"{queries_path}: fitting the gate needs labelled questions (answerable, relevant, facts)")
     if gate is not None:
         check_gate(gate, p)
-    kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress, quarantine.allowed(p), warn)
+    kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress, quarantine.allowed(p), warn,
+                 config.kb_store(p))
     if labelled:
         per_query, retrieval = step_evaluate(kb.index, queries, p)
         signals = {r["id"]: r["signals"] for r in per_query}

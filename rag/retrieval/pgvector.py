@@ -1,0 +1,96 @@
+"""A KB served from PostgreSQL + pgvector (issue 16): passages, their embeddings, an HNSW index and a full-text
+index in one database (the one that can also hold the conversation memory, `rag.memory`).
+
+`PgVectorStore.load` writes a KB's passages and (n, 384) unit vectors under a key (the KB cache's fingerprint,
+`rag.retrieval.kb_cache.fingerprint`, so a changed folder is a new key); `PgVectorStore.dense` gives a
+`PgDenseIndex`, which `rag.retrieval.search.PassageIndex` takes in place of the in-process dense index: the
+ranking is pgvector's HNSW (`<#>`, negative inner product = cosine on unit vectors). BM25 and the phonetic list
+stay in process. SQL is parameterised; the schema is created on first use (``CREATE ... IF NOT EXISTS``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rag.retrieval.chunk import Passage
+from rag.retrieval.indexes import Ranking
+
+SCHEMA = (
+    "CREATE EXTENSION IF NOT EXISTS vector",
+    """CREATE TABLE IF NOT EXISTS kb_passages (
+           kb text NOT NULL, pos integer NOT NULL, id text NOT NULL, doc text NOT NULL, body text NOT NULL,
+           embedding vector(384) NOT NULL, PRIMARY KEY (kb, pos))""",
+    "CREATE INDEX IF NOT EXISTS kb_passages_hnsw ON kb_passages USING hnsw (embedding vector_ip_ops)",
+    "CREATE INDEX IF NOT EXISTS kb_passages_fts ON kb_passages USING gin (to_tsvector('english', body))",
+)
+
+
+def _literal(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector: ``[v1,v2,...]`` (float32 values, repr-exact)."""
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+class PgVectorStore:
+    """KBs in one PostgreSQL database (pgvector >= 0.8). url: a libpq URL (``postgresql://...``); raises
+    `rag.memory.MemoryUnavailable`-style `ConnectionError` naming the host (never the password) when unreachable."""
+
+    def __init__(self, url: str, timeout_s: float = 5.0):
+        import psycopg
+
+        from rag.memory import where
+
+        try:
+            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout_s)))
+        except psycopg.Error as e:
+            raise ConnectionError(f"postgresql at {where(url)} unreachable ({type(e).__name__})") from None
+        for statement in SCHEMA:
+            self.conn.execute(statement)
+
+    def load(self, kb: str, passages: list[Passage], vectors: np.ndarray) -> int:
+        """Replace KB ``kb``'s rows with ``passages`` and their (n, 384) unit ``vectors``, in one transaction;
+        returns n. Raises ValueError when the counts differ."""
+        if len(passages) != len(vectors):
+            raise ValueError(f"{len(passages)} passages but {len(vectors)} vectors")
+        with self.conn.transaction():
+            self.conn.execute("DELETE FROM kb_passages WHERE kb = %s", (kb,))
+            with self.conn.cursor() as cur:
+                cur.executemany("INSERT INTO kb_passages (kb, pos, id, doc, body, embedding) "
+                                "VALUES (%s, %s, %s, %s, %s, %s::vector)",
+                                [(kb, i, p.id, p.doc, p.text, _literal(v))
+                                 for i, (p, v) in enumerate(zip(passages, vectors))])
+        return len(passages)
+
+    def count(self, kb: str) -> int:
+        """Passages stored under ``kb`` (0: not loaded)."""
+        return self.conn.execute("SELECT count(*) FROM kb_passages WHERE kb = %s", (kb,)).fetchone()[0]
+
+    def dense(self, kb: str, ef_search: int = 64) -> "PgDenseIndex":
+        """The dense index of KB ``kb``; LookupError when it was never loaded (run ``rag index`` first)."""
+        n = self.count(kb)
+        if not n:
+            raise LookupError(f"KB {kb[:12]} is not in the store: load it with `rag index --kb FOLDER --store URL`")
+        return PgDenseIndex(self.conn, kb, n, ef_search)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PgDenseIndex:
+    """`rag.retrieval.indexes.DenseIndex`'s query interface over pgvector's HNSW index: scores are cosines
+    (float32, from ``-(embedding <#> query)``); a ranking holds at most ``ef_search`` passages (as HNSWIndex)."""
+
+    def __init__(self, conn, kb: str, n: int, ef_search: int = 64):
+        self.conn, self.kb, self.n, self.ef_search = conn, kb, n, int(ef_search)
+        conn.execute(f"SET hnsw.ef_search = {self.ef_search}")  # an int, not user text
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")   # keep k rows when other KBs share the index
+
+    def top_k(self, query_vector: np.ndarray, k: int | None = None) -> Ranking:
+        """The ``k`` (None: ef_search) most similar passages as ``(position, cosine)``, best first."""
+        k = min(k or self.ef_search, self.ef_search, self.n)
+        q = _literal(query_vector)
+        rows = self.conn.execute("SELECT pos, -(embedding <#> %s::vector) AS cos FROM kb_passages WHERE kb = %s "
+                                 "ORDER BY embedding <#> %s::vector, pos LIMIT %s", (q, self.kb, q, k)).fetchall()
+        return [(int(pos), float(cos)) for pos, cos in rows]
+
+    def best(self, query_vector: np.ndarray) -> float:
+        """The highest cosine of any passage (as the HNSW search finds it)."""
+        return self.top_k(query_vector, 1)[0][1]

@@ -1,0 +1,64 @@
+"""The KB served from PostgreSQL + pgvector gives the chain the same passages as the in-process index (issue 16)."""
+import json
+
+import pytest
+
+from rag import config
+from rag.__main__ import main
+from rag.retrieval.kb_cache import load_into_store, open_kb
+from rag.retrieval.pgvector import PgVectorStore
+from rag.voice.queries import load_queries, rewrite_queries
+from rag.eval.evaluate import embed_texts
+
+from conftest import ROOT
+
+DOWN = "http://127.0.0.1:9"
+
+
+def test_pgvector_ranks_the_fixture_questions_as_the_in_process_index(params, postgres_server, tmp_path):
+    hc = config.hybrid_config(params)
+    for kb_dir, queries in (("fixtures/voice/kb", "fixtures/voice/queries.jsonl"),
+                            ("fixtures/transfer/kb", "fixtures/transfer/queries_clean.jsonl")):
+        local = open_kb(ROOT / kb_dir, hc, tmp_path)
+        assert load_into_store(local, postgres_server.url) == len(local.index.passages)
+        served = open_kb(ROOT / kb_dir, hc, tmp_path, store=postgres_server.url)
+        assert type(served.index.dense).__name__ == "PgDenseIndex"
+        texts = rewrite_queries(load_queries(ROOT / queries), config.rewrite_rules(params))
+        vectors = embed_texts(texts)
+        for qid, text in texts.items():
+            v = vectors[qid]
+            assert served.index.dense.best(v) == pytest.approx(local.index.dense.best(v), abs=1e-6), qid  # float32 sums
+            assert ([d for d, _ in served.index.search(text, 3, "hybrid_phonetic", v)]
+                    == [d for d, _ in local.index.search(text, 3, "hybrid_phonetic", v)]), qid
+
+
+def test_rag_index_then_ask_through_the_store(small_kb, postgres_server, tmp_path, monkeypatch, capsys):
+    cache = str(tmp_path / "cache")
+    assert main(["index", "--kb", str(small_kb), "--store", postgres_server.url, "--cache-dir", cache]) == 0
+    assert "passages loaded" in capsys.readouterr().out
+    monkeypatch.setenv("RAG_KB_STORE", postgres_server.url)
+    assert main(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--llm-url", DOWN,
+                 "--cache-dir", cache, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["say"] == "On Saturday we are open from 9 a.m. to 1 p.m."
+    # a KB never loaded, and a store that is down: one line each, exit 1
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.md").write_text("# A\n\nParking is free.\n")
+    assert main(["ask", "is parking free", "--kb", str(other), "--llm-url", DOWN, "--cache-dir", cache]) == 1
+    assert "is not in the store: load it with `rag index" in capsys.readouterr().err
+    monkeypatch.setenv("RAG_KB_STORE", "postgresql://u:secret@127.0.0.1:1/db")
+    assert main(["ask", "is parking free", "--kb", str(small_kb), "--llm-url", DOWN, "--cache-dir", cache]) == 1
+    err = capsys.readouterr().err
+    assert "unreachable" in err and "secret" not in err
+    assert main(["index", "--kb", str(small_kb), "--store", "redis://x", "--cache-dir", cache]) == 2
+
+
+def test_reloading_replaces_the_rows(postgres_server, tmp_path, small_kb):
+    kb = open_kb(small_kb, cache_dir=tmp_path)
+    store = PgVectorStore(postgres_server.url)
+    try:
+        store.load("k", kb.index.passages, kb.index.vectors)
+        store.load("k", kb.index.passages[:2], kb.index.vectors[:2])
+        assert store.count("k") == 2 and store.dense("k").top_k(kb.index.vectors[1], 5)[0][0] == 1
+    finally:
+        store.close()
