@@ -337,31 +337,36 @@ def _chat(p: dict, args) -> int:
     interactive = sys.stdin.isatty()
     print(f"session {session} (memory: {memory.short.name if memory.short else 'none'}); one question per line, "
           "an empty line ends the call", file=sys.stderr)
-    with llm_url(p, _warn) as url:
-        while True:
-            if interactive:
-                print("> ", end="", file=sys.stderr, flush=True)
-            line = sys.stdin.readline()
-            question = clean_text(normalise_text(line)).strip()
-            if not question:
-                break
-            final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
-            out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
-                   "status": final["status"], "reason": final["reason"], "say": final["say"],
-                   "source": final["source"]}
-            if args.json:
-                print(json.dumps(out, ensure_ascii=False), flush=True)
-                continue
-            if not interactive:
-                print(f"caller: {question}")
-            print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
-            if args.explain:
-                print(f"  resolved as {res.kind}: {res.query!r}"
-                      + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
-                         if row else ""))
+    code = 0
+    try:
+        with llm_url(p, _warn) as url:
+            while True:
+                if interactive:
+                    print("> ", end="", file=sys.stderr, flush=True)
+                line = sys.stdin.readline()
+                question = clean_text(normalise_text(line)).strip()
+                if not question:
+                    break
+                final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
+                out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
+                       "status": final["status"], "reason": final["reason"], "say": final["say"],
+                       "source": final["source"]}
+                if args.json:
+                    print(json.dumps(out, ensure_ascii=False), flush=True)
+                    continue
+                if not interactive:
+                    print(f"caller: {question}")
+                print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
+                if args.explain:
+                    print(f"  resolved as {res.kind}: {res.query!r}"
+                          + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
+                             if row else ""))
+    except KeyboardInterrupt:  # Ctrl-C hangs up: the call ends as at an empty line, its recorded turns kept
+        print(file=sys.stderr)
+        code = 130
     memory.close()
     print(f"session {session} ended; `rag forget --session {session}` deletes it", file=sys.stderr)
-    return 0
+    return code
 
 
 def _forget(p: dict, args) -> int:

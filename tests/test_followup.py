@@ -115,4 +115,5 @@ def test_history_entries_with_no_words_are_no_topic():
     assert r.resolve("what about sunday", [""]) == Resolution("", "no_antecedent")
     assert r.resolve("when does she work", ["um uh", ""]) == Resolution("", "no_antecedent")
     got = r.resolve("what about sunday", ["when does the pharmacy open on saturday", "", "uh"])
-    assert got == Resolution("when does the pharmacy open on sunday", "opener", "when does the pharmacy open on saturday")
+    assert got == Resolution("when does the pharmacy open on sunday", "opener",
+                             "when does the pharmacy open on saturday")

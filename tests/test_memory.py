@@ -339,8 +339,9 @@ def test_an_unusable_embedded_store_means_no_memory_and_is_left_as_it_is(tmp_pat
             c.execute("INSERT INTO turns VALUES (1, 2)")
     before, told = db.read_bytes(), []
     memory = open_memory("", "", 30, 30, tmp_path, warn=told.append, env={})  # before: sqlite3.DatabaseError raised
-    why = "file is not a database" if content == "garbage" else "table turns already exists"
+    why = ("DatabaseError: file is not a database" if content == "garbage"
+           else "OperationalError: table turns already exists")
     assert memory.short is None and told == [memory.degraded]
-    assert memory.degraded == f"sqlite at {db} could not be opened ({'DatabaseError' if content == 'garbage' else 'OperationalError'}: {why}): no memory"
+    assert memory.degraded == f"sqlite at {db} could not be opened ({why}): no memory"
     memory.record(Turn("call-x", 1, "h", "q", "s", "extractive", "kb-hours"))  # never raises
     assert memory.history("call-x", 8) == [] and db.read_bytes() == before

@@ -309,8 +309,8 @@ FOLLOWUP_DOCS = {"hours": "On Saturday we are open from 9 a.m. to 1 p.m. We are 
                  "labs": "Lab results are ready within 3 business days. A blood test costs $45.",
                  "billing": "We accept cash and credit cards. We do not accept personal checks."}
 _CUE_WORDS = st.sampled_from(["what about", "and for", "and", "she", "it", "there", "is there", "how much", "um",
-                              "uh", "saturday", "sunday", "pharmacy", "blood test", "", " ", "\x00", "\ud800", "토요일",
-                              "?", "2", "does it cost"])
+                              "uh", "saturday", "sunday", "pharmacy", "blood test", "", " ", "\x00",
+                              "\ud800", "토요일", "?", "2", "does it cost"])
 _TURN = st.one_of(st.text(), st.lists(_CUE_WORDS, max_size=6).map(" ".join))
 
 

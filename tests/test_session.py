@@ -179,3 +179,25 @@ def test_an_unknown_memory_url_names_the_variable_not_params(call, monkeypatch):
     assert (code, out) == (2, "") and "s3cret-pw" not in err
     assert err == ("error: $RAG_MEMORY_URL: memory URL: unknown scheme 'mongodb' (use sqlite://, redis://, unix://, "
                    "postgresql://)\n")
+
+
+class HangUp(io.StringIO):
+    """stdin whose caller presses Ctrl-C after the first line."""
+
+    def readline(self, *args):
+        line = super().readline(*args)
+        if not line:
+            raise KeyboardInterrupt
+        return line
+
+
+def test_ctrl_c_ends_the_call_like_an_empty_line(call, monkeypatch, capsys, small_kb):
+    # before: a KeyboardInterrupt traceback
+    monkeypatch.setattr("sys.stdin", HangUp("what time do you open on saturday\n"))
+    code = main(["chat", "--session", "call-12", "--kb", str(small_kb), "--llm-url", DOWN, "--cache-dir",
+                 str(call.cache), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 130 and "Traceback" not in err and "session call-12 ended" in err
+    assert [t["say"] for t in chat_turns(out)] == ["On Saturday we are open from 9 a.m. to 1 p.m."]
+    got = json.loads(call("ask", "and on sunday", "--session", "call-12")[1])  # the turn before Ctrl-C was kept
+    assert (got["resolved_as"], got["say"]) == ("opener", "We are closed on Sunday.")
