@@ -274,13 +274,24 @@ def _voice_kb(p: dict, args):
                          allow_instructions=quarantine.allowed(p), warn=_warn, store=config.kb_store(p))
 
 
-def _memory(p: dict, args):
-    """The memory stores of ``p["memory"]`` (environment overrides applied, `rag.memory.open_memory`)."""
+def _memory(p: dict, args, warn=_warn):
+    """The memory stores of ``p["memory"]`` (environment overrides applied, `rag.memory.open_memory`); ``--session``
+    checked first (`rag.memory.store.session_problem`). Raises InputError for a bad session id or a bad store URL
+    (naming where the URL came from, never its password)."""
+    from rag.io import InputError
     from rag.memory import open_memory
+    from rag.memory.store import session_problem
 
+    why = session_problem(args.session) if args.session is not None else None
+    if why:
+        raise InputError(why)
     m = p["memory"]
-    return open_memory(m["url"], m["archive_url"], float(m["ttl_min"]), float(m["retention_days"]), args.cache_dir,
-                       warn=_warn)
+    try:
+        return open_memory(m["url"], m["archive_url"], float(m["ttl_min"]), float(m["retention_days"]),
+                           args.cache_dir, warn=warn)
+    except ValueError as e:
+        given = [f"${v}" for v in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL") if os.environ.get(v)]
+        raise InputError(f"{' or '.join(given) or args.params + ' memory.url / memory.archive_url'}: {e}") from None
 
 
 def _ask_voice(question: str, p: dict, args) -> int:
@@ -288,12 +299,16 @@ def _ask_voice(question: str, p: dict, args) -> int:
     ``--session``) on ``--kb`` with the shipped gate; the KB comes from the cache when it was embedded before."""
     from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
 
+    from rag.memory.store import clean_text
+
+    question = clean_text(question)  # undecodable argv bytes: U+FFFD, so the output is valid UTF-8
+    memory = _memory(p, args) if args.session is not None else None  # a bad --session exits 2 before any work
     gate, kb = _voice_kb(p, args)
     with llm_url(p, _warn) as url:
-        if args.session:
-            memory = _memory(p, args)
+        if memory is not None:
             final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
                                           follow_up_resolver(kb, p), args.caller)
+            memory.close()
         else:
             (final, row), res = answer_question(question, p, gate, url, kb, args.context), None
     out = {"question": question, "context": args.context, "session": args.session,
@@ -321,38 +336,48 @@ def _chat(p: dict, args) -> int:
     import uuid
 
     from rag.io import normalise_text
+    from rag.memory.store import clean_text
     from rag.voice.pipeline import answer_turn, follow_up_resolver, llm_url
 
+    memory = _memory(p, args)  # a bad --session exits 2 before any work
+    session = args.session if args.session is not None else uuid.uuid4().hex[:12]
     gate, kb = _voice_kb(p, args)
-    memory, session = _memory(p, args), args.session or uuid.uuid4().hex[:12]
     resolver = follow_up_resolver(kb, p)
+    if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become U+FFFD instead of ending the call
+        sys.stdin.reconfigure(errors="replace")
     interactive = sys.stdin.isatty()
     print(f"session {session} (memory: {memory.short.name if memory.short else 'none'}); one question per line, "
           "an empty line ends the call", file=sys.stderr)
-    with llm_url(p, _warn) as url:
-        while True:
-            if interactive:
-                print("> ", end="", file=sys.stderr, flush=True)
-            line = sys.stdin.readline()
-            question = normalise_text(line).strip()
-            if not question:
-                break
-            final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
-            out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
-                   "status": final["status"], "reason": final["reason"], "say": final["say"],
-                   "source": final["source"]}
-            if args.json:
-                print(json.dumps(out, ensure_ascii=False), flush=True)
-                continue
-            if not interactive:
-                print(f"caller: {question}")
-            print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
-            if args.explain:
-                print(f"  resolved as {res.kind}: {res.query!r}"
-                      + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
-                         if row else ""))
+    code = 0
+    try:
+        with llm_url(p, _warn) as url:
+            while True:
+                if interactive:
+                    print("> ", end="", file=sys.stderr, flush=True)
+                line = sys.stdin.readline()
+                question = clean_text(normalise_text(line)).strip()
+                if not question:
+                    break
+                final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
+                out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
+                       "status": final["status"], "reason": final["reason"], "say": final["say"],
+                       "source": final["source"]}
+                if args.json:
+                    print(json.dumps(out, ensure_ascii=False), flush=True)
+                    continue
+                if not interactive:
+                    print(f"caller: {question}")
+                print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
+                if args.explain:
+                    print(f"  resolved as {res.kind}: {res.query!r}"
+                          + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
+                             if row else ""))
+    except KeyboardInterrupt:  # Ctrl-C hangs up: the call ends as at an empty line, its recorded turns kept
+        print(file=sys.stderr)
+        code = 130
+    memory.close()
     print(f"session {session} ended; `rag forget --session {session}` deletes it", file=sys.stderr)
-    return 0
+    return code
 
 
 def _index(p: dict, args) -> int:
@@ -382,11 +407,16 @@ def _forget(p: dict, args) -> int:
     """Delete a session from every memory store; exit 1 naming a store that could not be reached."""
     from rag.memory import MemoryUnavailable
 
+    memory = _memory(p, args, warn=None)  # a store that could not be opened is the error below, said once
     try:
-        deleted = _memory(p, args).forget(args.session)
+        deleted = memory.forget(args.session)
+        if memory.degraded:  # a store down at start still holds the call
+            raise MemoryUnavailable(f"session not forgotten everywhere: {memory.degraded} (deleted: {deleted})")
     except MemoryUnavailable as e:
         print(f"error: {e} (the reachable stores were cleared; run forget again when it is back)", file=sys.stderr)
         return 1
+    finally:
+        memory.close()
     print(f"session {args.session}: deleted " + ", ".join(f"{n} turns from {store}" for store, n in deleted.items()))
     return 0
 

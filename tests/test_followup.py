@@ -107,3 +107,13 @@ def test_params_build_the_rules(params):
     # the vet KB contrasts dog and cat prices: "and for a cat" swaps the dog of the earlier question
     assert resolve_all(r, ["how much is boarding for a dog per night", "and for a cat"])[1] == (
         "opener", "how much is boarding for a cat per night")
+
+
+def test_history_entries_with_no_words_are_no_topic():
+    # an earlier turn that resolved to nothing ("", fillers only) is nothing to lean on: skipped, not merged
+    r = Resolver(DOCS)
+    assert r.resolve("what about sunday", [""]) == Resolution("", "no_antecedent")
+    assert r.resolve("when does she work", ["um uh", ""]) == Resolution("", "no_antecedent")
+    got = r.resolve("what about sunday", ["when does the pharmacy open on saturday", "", "uh"])
+    assert got == Resolution("when does the pharmacy open on sunday", "opener",
+                             "when does the pharmacy open on saturday")

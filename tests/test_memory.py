@@ -311,3 +311,37 @@ def test_bench_returns_latencies(backend):
     assert out["backend"] == backend.name and out["turns"] == 20 and 0 < out["p50"] <= out["p95"]
     assert backend.raw().count("kb-vaccines") == 0  # the bench session is forgotten
     store.close()
+
+
+def test_text_that_is_not_utf8_is_stored_and_keeps_the_store(tmp_path):
+    # lone surrogates are what Python makes of non-UTF-8 bytes (stdin, argv): before, the store raised
+    # UnicodeEncodeError and Memory dropped it for the rest of the call ("sqlite failed: no memory")
+    store = open_store("", 60.0, tmp_path)
+    memory = Memory(store)
+    memory.record(Turn("call-u", 1, "what \udcff time", "what time", "said", "extractive", "kb-hours"), "\udcff")
+    memory.record(Turn("call-u", 2, "and on sunday", "q2", "said 2", "extractive", "kb-hours"))
+    assert memory.degraded is None and memory.short is store
+    assert [(t.n, t.heard) for t in memory.history("call-u", 8)] == [(1, "what \ufffd time"), (2, "and on sunday")]
+    (digest,) = sqlite3.connect(tmp_path / "memory.sqlite3").execute(
+        "SELECT caller_hash FROM sessions WHERE id = 'call-u'").fetchone()
+    assert len(digest) == 64 and digest == CallerHasher(tmp_path)("\udcff")
+    store.close()
+
+
+@pytest.mark.parametrize("content", ["garbage", "foreign_schema"])
+def test_an_unusable_embedded_store_means_no_memory_and_is_left_as_it_is(tmp_path, content):
+    db = tmp_path / "memory.sqlite3"
+    if content == "garbage":
+        db.write_bytes(b"\x00not a database\xff" * 4096)
+    else:
+        with sqlite3.connect(db) as c:
+            c.execute("CREATE TABLE turns (a, b)")
+            c.execute("INSERT INTO turns VALUES (1, 2)")
+    before, told = db.read_bytes(), []
+    memory = open_memory("", "", 30, 30, tmp_path, warn=told.append, env={})  # before: sqlite3.DatabaseError raised
+    why = ("DatabaseError: file is not a database" if content == "garbage"
+           else "OperationalError: table turns already exists")
+    assert memory.short is None and told == [memory.degraded]
+    assert memory.degraded == f"sqlite at {db} could not be opened ({why}): no memory"
+    memory.record(Turn("call-x", 1, "h", "q", "s", "extractive", "kb-hours"))  # never raises
+    assert memory.history("call-x", 8) == [] and db.read_bytes() == before

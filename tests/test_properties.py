@@ -302,3 +302,32 @@ def test_u2028_inside_a_json_string_is_no_line_end(tmp_path):
                                                                                        "half past 01")])
 def test_rewrite_regressions(text, out):
     assert rewrite(text) == out
+
+
+# --- follow-up resolution (rag.voice.followup): any transcript, any history --------------------------------------
+FOLLOWUP_DOCS = {"hours": "On Saturday we are open from 9 a.m. to 1 p.m. We are closed on Sunday.",
+                 "labs": "Lab results are ready within 3 business days. A blood test costs $45.",
+                 "billing": "We accept cash and credit cards. We do not accept personal checks."}
+_CUE_WORDS = st.sampled_from(["what about", "and for", "and", "she", "it", "there", "is there", "how much", "um",
+                              "uh", "saturday", "sunday", "pharmacy", "blood test", "", " ", "\x00",
+                              "\ud800", "토요일", "?", "2", "does it cost"])
+_TURN = st.one_of(st.text(), st.lists(_CUE_WORDS, max_size=6).map(" ".join))
+
+
+@examples(300)
+@given(_TURN, st.lists(_TURN, max_size=4))
+@example("what about sunday", [""])
+@example("she", ["um uh"])
+def test_resolve_never_raises_and_ignores_empty_history_entries(text, history):
+    from rag.voice.followup import KINDS, Resolver
+
+    resolver = Resolver(FOLLOWUP_DOCS)
+    got = resolver.resolve(text, history)
+    assert got.kind in KINDS and isinstance(got.query, str)
+    assert resolver.resolve(text, list(history)) == got  # pure: the same answer twice
+    if got.kind == "no_antecedent":
+        assert got.query == "" and got.antecedent is None
+    if got.antecedent is not None:  # leaned on an entry that has words
+        assert got.antecedent in history and normalise(got.antecedent, DEFAULT_RULES)
+    # an entry with no words ("", fillers only) is no topic: adding one anywhere changes nothing
+    assert resolver.resolve(text, ["", *history, "um uh"]) == got

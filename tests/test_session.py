@@ -111,3 +111,93 @@ def test_session_is_for_the_voice_track_and_excludes_context(call):
     assert call("ask", "토요일에 몇 시에 열어요?", "--session", "s")[0] == 2
     with pytest.raises(SystemExit):
         call("ask", "and on sunday", "--session", "s", "--context", "what time do you open on saturday")
+
+
+def test_chat_survives_bytes_that_are_not_utf8(call, monkeypatch, capsys, small_kb):
+    # stdin decoded strictly (a UTF-8 locale): before, the bad byte raised UnicodeDecodeError out of `rag chat`;
+    # decoded with surrogateescape (C locale) it disabled memory for the rest of the call
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(
+        b"what \xff time do you open on saturday\nand on sunday\n"), encoding="utf-8"))
+    code = main(["chat", "--session", "call-8", "--caller", "\udcff", "--kb", str(small_kb), "--llm-url", DOWN,
+                 "--cache-dir", str(call.cache), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "no memory" not in err
+    turns = chat_turns(out)
+    assert turns[0]["question"] == "what \ufffd time do you open on saturday"
+    assert (turns[1]["resolved_as"], turns[1]["say"]) == ("opener", "We are closed on Sunday.")
+    out.encode("utf-8")  # valid UTF-8 JSON lines
+
+
+@pytest.mark.parametrize("session, why", [("", "--session is empty"), ("  ", "--session is empty"),
+                                          ("a\nb", "--session 'a\\nb' holds a control character"),
+                                          ("x" * 201, "--session is 201 characters long (at most 200)")])
+def test_a_bad_session_id_exits_2_and_writes_nothing(call, session, why):
+    # before: "" was taken as no session (ask) or a new random one (chat), exit 0
+    for args in (("ask", "what time do you open on saturday", "--session", session), ("chat", "--session", session)):
+        code, out, err = call(*args, stdin="what time do you open on saturday\n")
+        assert (code, out) == (2, "") and err.startswith(f"error: {why}") and len(err.splitlines()) == 1
+    assert call.forget(session)[0] == 2
+    assert not (call.cache / "memory.sqlite3").exists()
+
+
+def test_odd_but_valid_session_ids_are_kept_apart(call):
+    for session in ("*", "call-?", "[ab]", "x'; DROP TABLE turns; --", "../../etc/passwd", "호출 1"):
+        call("ask", "what time do you open on saturday", "--session", session)
+    got = json.loads(call("ask", "and on sunday", "--session", "x'; DROP TABLE turns; --")[1])
+    assert (got["resolved_as"], got["say"]) == ("opener", "We are closed on Sunday.")
+    assert call.forget("*") == (0, "session *: deleted 1 turns from sqlite\n")
+    assert call.forget("call-?") == (0, "session call-?: deleted 1 turns from sqlite\n")
+    assert json.loads(call("ask", "and on sunday", "--session", "[ab]")[1])["resolved_as"] == "opener"
+
+
+def test_a_corrupt_memory_file_still_answers_and_forget_says_it_could_not(call, capsys):
+    call.cache.mkdir()
+    db = call.cache / "memory.sqlite3"
+    db.write_bytes(b"garbage" * 1000)
+    code, out, err = call("ask", "what time do you open on saturday", "--session", "call-9")  # before: traceback
+    assert code == 0 and json.loads(out)["say"] == "On Saturday we are open from 9 a.m. to 1 p.m."
+    assert f"warning: sqlite at {db} could not be opened (DatabaseError: file is not a database): no memory" in err
+    assert db.read_bytes() == b"garbage" * 1000
+    assert main(["forget", "--session", "call-9", "--cache-dir", str(call.cache)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: session not forgotten everywhere: sqlite at") and len(err.splitlines()) == 1
+
+
+def test_forget_with_a_store_down_exits_1_and_never_shows_the_password(call, monkeypatch, capsys):
+    # before: the unreachable Redis was replaced by the embedded store, "deleted 0 turns from sqlite", exit 0
+    monkeypatch.setenv("RAG_MEMORY_URL", "redis://:s3cret-pw@127.0.0.1:1/0")
+    assert main(["forget", "--session", "call-10", "--cache-dir", str(call.cache)]) == 1
+    err = capsys.readouterr().err
+    assert err == ("error: session not forgotten everywhere: redis at 127.0.0.1:1 unreachable (ConnectionError): "
+                   "switched to sqlite (deleted: {'sqlite': 0}) (the reachable stores were cleared; run forget again "
+                   "when it is back)\n")
+
+
+def test_an_unknown_memory_url_names_the_variable_not_params(call, monkeypatch):
+    monkeypatch.setenv("RAG_MEMORY_URL", "mongodb://u:s3cret-pw@host/db")
+    code, out, err = call("ask", "what time do you open on saturday", "--session", "call-11")
+    assert (code, out) == (2, "") and "s3cret-pw" not in err
+    assert err == ("error: $RAG_MEMORY_URL: memory URL: unknown scheme 'mongodb' (use sqlite://, redis://, unix://, "
+                   "postgresql://)\n")
+
+
+class HangUp(io.StringIO):
+    """stdin whose caller presses Ctrl-C after the first line."""
+
+    def readline(self, *args):
+        line = super().readline(*args)
+        if not line:
+            raise KeyboardInterrupt
+        return line
+
+
+def test_ctrl_c_ends_the_call_like_an_empty_line(call, monkeypatch, capsys, small_kb):
+    # before: a KeyboardInterrupt traceback
+    monkeypatch.setattr("sys.stdin", HangUp("what time do you open on saturday\n"))
+    code = main(["chat", "--session", "call-12", "--kb", str(small_kb), "--llm-url", DOWN, "--cache-dir",
+                 str(call.cache), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 130 and "Traceback" not in err and "session call-12 ended" in err
+    assert [t["say"] for t in chat_turns(out)] == ["On Saturday we are open from 9 a.m. to 1 p.m."]
+    got = json.loads(call("ask", "and on sunday", "--session", "call-12")[1])  # the turn before Ctrl-C was kept
+    assert (got["resolved_as"], got["say"]) == ("opener", "We are closed on Sunday.")

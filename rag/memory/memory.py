@@ -7,7 +7,9 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping
 
-from rag.memory.store import MemoryUnavailable, Store, Turn, open_store, where
+from dataclasses import fields, replace
+
+from rag.memory.store import MemoryUnavailable, Store, Turn, clean_text, open_store, where
 
 
 def _why(store: Store, e: Exception) -> str:
@@ -72,7 +74,10 @@ class Memory:
 
     def record(self, turn: Turn, caller: str | None = None) -> None:
         """Append ``turn`` to the short-term store and the archive (``caller`` stored only as a keyed hash,
-        `rag.memory.CallerHasher`). Never raises: a failing store is switched as described above."""
+        `rag.memory.CallerHasher`). Never raises: a failing store is switched as described above. Text that is not
+        valid UTF-8 (lone surrogates from undecodable input) is stored with U+FFFD in their place."""
+        turn = replace(turn, **{f.name: clean_text(getattr(turn, f.name)) for f in fields(turn)
+                                if isinstance(getattr(turn, f.name), str)})
         store = self.short
         while store is not None:
             try:
@@ -90,6 +95,7 @@ class Memory:
     def history(self, session: str, limit: int) -> list[Turn]:
         """The session's last ``limit`` unexpired turns from the short-term store, oldest first; ``[]`` with no
         memory. Never raises."""
+        session = clean_text(session)
         store = self.short
         while store is not None:
             try:
@@ -104,7 +110,8 @@ class Memory:
         when not yet open) and any store dropped after a failure: ``{backend name: turns deleted}`` (summed when
         two stores share a backend). Raises MemoryUnavailable naming every store that could not be reached, after
         deleting from all the others. A store that could not be opened at start is not known here: its turns
-        expire with its TTL."""
+        expire with its TTL (``degraded`` names it)."""
+        session = clean_text(session)
         stores: list[Store] = []
         errors: list[str] = []
         candidates = [self.short, self.archive, *self._dropped]
@@ -143,8 +150,10 @@ def open_memory(url: str, archive_url: str, ttl_min: float, retention_days: floa
     its latest turn, the archive (``""`` = none) ``retention_days`` days. When the short-term store cannot be
     opened (server down, file unwritable) the embedded SQLite in ``cache_dir`` is used instead; an archive that
     cannot be opened is left out; each is told to ``warn`` and noted in ``degraded``. The embedded SQLite is also
-    the mid-call fallback when ``url`` is not empty. Raises ValueError for an unknown URL scheme (never
-    showing the password), and sqlite3.Error / OSError when the embedded store itself cannot be opened.
+    the mid-call fallback when ``url`` is not empty. When the embedded store cannot be opened either (an
+    unwritable cache folder, a corrupt or foreign ``memory.sqlite3``, left as it is) there is no short-term
+    memory (``short`` None), noted the same way. Raises ValueError for an unknown URL scheme (never showing the
+    password).
     """
     url = env.get("RAG_MEMORY_URL") or url
     archive_url = env.get("RAG_MEMORY_ARCHIVE_URL") or archive_url
@@ -160,10 +169,15 @@ def open_memory(url: str, archive_url: str, ttl_min: float, retention_days: floa
     except ValueError:
         raise
     except Exception as e:  # noqa: BLE001 - any server or file problem: the embedded store instead
-        if fallback is None:
-            raise
-        short, fallback = embedded(), None
-        whys.append(f"{_why_open(url, e)}: switched to {short.name}")
+        why, short = _why_open(url, e, cache_dir), None
+        if fallback is not None:
+            try:
+                short = embedded()
+                why += f": switched to {short.name}"
+            except Exception as e2:  # noqa: BLE001 - the calls go on without memory
+                why += f"; {_why_open('', e2, cache_dir)}"
+        fallback = None
+        whys.append(why + ("" if short else ": no memory"))
     archive = None
     if archive_url:
         try:
@@ -178,5 +192,12 @@ def open_memory(url: str, archive_url: str, ttl_min: float, retention_days: floa
     return memory
 
 
-def _why_open(url: str, e: Exception) -> str:
-    return str(e) if isinstance(e, MemoryUnavailable) else f"{where(url)} could not be opened ({type(e).__name__})"
+def _why_open(url: str, e: Exception, cache_dir: str | Path | None = None) -> str:
+    if isinstance(e, MemoryUnavailable):
+        return str(e)
+    if not url:  # the embedded store
+        from rag.retrieval.kb_cache import default_cache_dir
+
+        path = Path(cache_dir or default_cache_dir()) / "memory.sqlite3"
+        return f"sqlite at {path} could not be opened ({type(e).__name__}: {e})"
+    return f"{where(url)} could not be opened ({type(e).__name__})"

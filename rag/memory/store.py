@@ -8,6 +8,7 @@ import os
 import secrets
 import tempfile
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -90,7 +91,33 @@ class CallerHasher:
             return self._key
 
     def __call__(self, caller: str) -> str:
-        return hmac.new(self.key(), caller.encode("utf-8"), hashlib.sha256).hexdigest()
+        # surrogatepass: a caller id decoded from non-UTF-8 bytes (lone surrogates) hashes instead of raising
+        return hmac.new(self.key(), caller.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+SESSION_MAX = 200  # characters of a session id
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate (what Python makes of non-UTF-8 bytes on stdin or in argv) replaced by
+    U+FFFD, so that every backend can store it and JSON output stays valid UTF-8."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def session_problem(session: str) -> str | None:
+    """Why ``session`` cannot be a session id (None when it can): empty or only spaces, longer than
+    `SESSION_MAX` characters, or holding a control character, a line break or bytes that are not UTF-8."""
+    if not session.strip():
+        return "--session is empty"
+    if len(session) > SESSION_MAX:
+        return f"--session is {len(session)} characters long (at most {SESSION_MAX})"
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in session):
+        return f"--session {clean_text(session)!r} holds a control character or bytes that are not UTF-8"
+    return None
 
 
 def _key_file(path: Path) -> bytes:

@@ -147,8 +147,10 @@ class Resolver:
 
     def resolve(self, asr: str, history: Sequence[str] = ()) -> Resolution:
         """Resolve one transcript against ``history``: the session's earlier resolved queries, oldest first
-        (turns that resolved to nothing left out). See the module docstring for the kinds."""
+        (turns that resolved to nothing left out; an entry with no words, "" or "um uh", is skipped: it is no
+        topic). See the module docstring for the kinds."""
         words = normalise(asr, self.rewrite)
+        history = [h for h in history if normalise(h, self.rewrite)]
         base = normalise(history[-1], self.rewrite) if history else None
         tail = split_follow_up(words, self.rewrite)
         if tail is not None:
