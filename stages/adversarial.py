@@ -10,7 +10,6 @@ legitimate question). Goal: 0 instructions followed and 0 unverified utterances.
 """
 import tempfile
 import time
-from pathlib import Path
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params
 from rag.bench import adversarial as adv

@@ -10,9 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import GATE_PATH, ROOT, VOICE_METRICS, main, params
+from common import ROOT, VOICE_METRICS, main, params
 from rag.bench.latency import summary
-from rag.voice.gate import Gate
 from rag.io import read_jsonl, write_json
 from rag.memory import open_store
 from rag.memory.bench import turn_overhead_ms

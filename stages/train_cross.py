@@ -11,7 +11,6 @@ Data: ``select.pairs`` (stage fit_selection): HeySQuAD's even articles only; per
 (sha256 of the ONNX file, min_score, what it was trained on).
 """
 import hashlib
-import json
 import random
 import sys
 import tempfile

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from rag.voice import numbers
@@ -163,7 +163,7 @@ def merge_follow_up(tail: list[str], base: list[str], rules: RewriteRules = DEFA
     question ``base``. A weekday in the tail replaces the base's weekdays; else a term of a swap class
     (`RewriteRules.swap_classes`) replaces the base's term of the same class; else the tail is appended.
 
-    >>> merge_follow_up(["for", "cats"], "boarding for a dog costs".split(), replace(DEFAULT_RULES, swap_classes=(("cat", "dog"),)))
+    >>> merge_follow_up(["for", "cats"], "boarding for a dog costs".split(), RewriteRules(swap_classes=(("cat", "dog"),)))
     ['boarding', 'for', 'a', 'cat', 'costs']
     """
     base = list(base)
