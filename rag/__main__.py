@@ -1,12 +1,15 @@
 """Command line: ``rag run KB_FOLDER QUERIES.jsonl``, ``rag ask "question" [--kb KB_FOLDER] [--session ID]``,
-``rag chat [--kb KB_FOLDER] [--session ID]``, ``rag forget --session ID``, ``rag compare``.
+``rag ask --wav QUESTION.wav [--say ANSWER.wav]``, ``rag chat [--kb KB_FOLDER] [--session ID] [--wav-lines]``,
+``rag forget --session ID``, ``rag compare``.
 
 ``run`` answers every question of a queries file (only ``id`` and ``asr`` needed) from a folder of Markdown
 files with the shipped gate (models/gate.json, fitted on the clinic fixture); labelled questions also get the
 metrics, and ``--fit-gate`` refits the gate on them instead (in-sample). ``ask`` answers one question (Korean
 or English; the track is detected by Hangul characters when not given) and shows the evidence. ``chat`` is a
 call: a question per line, follow-ups resolved from the call's earlier turns (`rag.voice.followup`), the turns kept in
-a memory store (`rag.memory`; ``ask --session`` adds one turn to a call, ``forget`` deletes one). The KB is
+a memory store (`rag.memory`; ``ask --session`` adds one turn to a call, ``forget`` deletes one). ``--wav`` takes
+the question as audio (any format PyAV decodes), transcribed by params.yaml ``speech.engine`` or ``--asr``
+(`rag.voice.asr`); ``--say`` speaks the reply into a WAV with piper (`rag.voice.tts`). The KB is
 embedded once and cached by content hash (`rag.retrieval.kb_cache`). Bad input exits 2 with one line naming the file and
 line. Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, `rag.ko.answer`.
 """
@@ -35,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         "one question (ask) from a folder of Markdown files, print the retrieval compare tables (compare)."))
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def asr_engine(sp):
+        from rag.voice.asr import ENGINES
+
+        sp.add_argument("--asr", choices=ENGINES, help="the recogniser for audio questions (default: params.yaml "
+                                                       "speech.engine)")
+
     def common(sp):
         sp.add_argument("--params", default=str(ROOT / "params.yaml"),
                         help="a params file holding only what it changes from the project's params.yaml (e.g. "
@@ -59,7 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     common(run)
     ask_p = sub.add_parser("ask", help="answer one question (Korean or English) and show the evidence",
                            description=STATUSES)
-    ask_p.add_argument("question", help="the question as typed or as the recogniser heard it")
+    ask_p.add_argument("question", nargs="?", help="the question as typed or as the recogniser heard it (or --wav)")
+    ask_p.add_argument("--wav", help="the question as audio (WAV or any format PyAV decodes), transcribed first")
+    ask_p.add_argument("--say", metavar="OUT.wav", help="also speak the reply into this WAV (piper joe-us voice, "
+                                                        "22,050 Hz mono 16-bit)")
+    asr_engine(ask_p)
     ask_p.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
                        help="folder of *.md files (default: the clinic KB)")
     turn = ask_p.add_mutually_exclusive_group()
@@ -78,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="folder of *.md files (default: the clinic KB)")
     chat.add_argument("--session", help="continue this call (default: a new id, printed)")
     chat.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash")
+    chat.add_argument("--wav-lines", action="store_true",
+                      help="each line is the path of an audio file holding the question (transcribed first)")
+    asr_engine(chat)
     common(chat)
     forget = sub.add_parser("forget", help="delete a call's turns from every memory store")
     forget.add_argument("--session", required=True, help="the call's id")
@@ -113,13 +129,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.llm_url:
             p["llm"]["url"] = args.llm_url
         if args.command == "ask":
-            question = normalise_text(args.question)  # as KB text is: NFKC, NFC when it holds Hangul
+            if (args.question is None) == (args.wav is None):
+                raise InputError("give the question as text or as --wav FILE (one of the two)")
+            heard = _hear(args.wav, p, args) if args.wav else None
+            question = heard.text if heard else normalise_text(args.question)  # as KB text is: NFKC, NFC for Hangul
             if not question.strip():
-                raise InputError("the question is empty")
+                raise InputError(f"{args.wav}: the recogniser heard nothing" if heard else "the question is empty")
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
-            if track == "ko" and args.session:
-                raise InputError("--session is for the voice track (English) only")
-            return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p, args)
+            if track == "ko" and (args.session or args.say):
+                raise InputError("--session and --say are for the voice track (English) only")
+            return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p, args, heard)
         if args.command == "chat":
             return _chat(p, args)
         return _run(p, args)
@@ -173,6 +192,35 @@ def _with_paths(p: dict, base: Path) -> dict:
 
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
+
+
+def _hear(path: str, p: dict, args):
+    """The `rag.voice.asr.Transcript` of the audio file ``path`` with ``--asr`` or params.yaml ``speech.engine``
+    (``speech`` threads, beam_size, chunk_ms, language). A missing, undecodable or empty file, or an engine that
+    is not installed, raises InputError."""
+    from rag.io import InputError
+    from rag.voice.asr import EngineUnavailable, transcribe
+
+    s = p["speech"]
+    try:
+        return transcribe(path, args.asr or s["engine"], int(s["threads"]), int(s["beam_size"]), int(s["chunk_ms"]),
+                          s["language"], args.cache_dir)
+    except (FileNotFoundError, ValueError, EngineUnavailable) as e:
+        raise InputError(str(e)) from None
+
+
+def _heard_fields(heard) -> dict:
+    """The JSON fields of a transcribed question (empty for a typed one)."""
+    if heard is None:
+        return {}
+    return {"asr": heard.text, "asr_engine": heard.engine, "asr_ms": heard.decode_ms, "audio_s": heard.audio_s,
+            "asr_first_partial_ms": heard.first_partial_ms}
+
+
+def _heard_line(heard) -> str:
+    return (f"heard: {heard.text} ({heard.engine}, {heard.decode_ms:.0f} ms for {heard.audio_s:.1f} s of audio"
+            + (f", first partial at {heard.first_partial_ms:.0f} ms" if heard.first_partial_ms is not None else "")
+            + ")")
 
 
 def _gate(args):
@@ -294,9 +342,10 @@ def _memory(p: dict, args, warn=_warn):
         raise InputError(f"{' or '.join(given) or args.params + ' memory.url / memory.archive_url'}: {e}") from None
 
 
-def _ask_voice(question: str, p: dict, args) -> int:
-    """One typed question through the voice turn (`rag.voice.pipeline.answer_question`, or `answer_turn` in a
-    ``--session``) on ``--kb`` with the shipped gate; the KB comes from the cache when it was embedded before."""
+def _ask_voice(question: str, p: dict, args, heard=None) -> int:
+    """One question (typed, or ``heard``: the `rag.voice.asr.Transcript` of ``--wav``) through the voice turn
+    (`rag.voice.pipeline.answer_question`, or `answer_turn` in a ``--session``) on ``--kb`` with the shipped gate;
+    the KB comes from the cache when it was embedded before. ``--say``: the reply spoken into that WAV."""
     from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
 
     from rag.memory.store import clean_text
@@ -316,11 +365,21 @@ def _ask_voice(question: str, p: dict, args) -> int:
            "retrieved": [[d, s] for d, s in zip(row["retrieved"], row["retrieved_scores"])] if row else [],
            "gate_score": row["score"] if row else None, "tau": gate.tau, "signal": gate.signal,
            "kb_cached": kb.cached, "status": final["status"], "reason": final["reason"], "say": final["say"],
-           "source": final["source"], "llm_error": row["error"] if row else None}
+           "source": final["source"], "llm_error": row["error"] if row else None, **_heard_fields(heard)}
+    if args.say:
+        from rag.voice.tts import speak
+
+        spoken = speak(out["say"], args.say)
+        out.update(say_wav=str(spoken.path), say_audio_s=spoken.audio_s, tts_ms=spoken.synth_ms,
+                   tts_first_audio_ms=spoken.first_audio_ms)
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
+    if heard:
+        print(_heard_line(heard))
     print(f"answer: {out['say']}\nsource: {out['source']}\nstatus: {out['status']} ({out['reason']})")
+    if args.say:
+        print(f"said to: {out['say_wav']} ({out['say_audio_s']:.1f} s of audio, synthesised in {out['tts_ms']:.0f} ms)")
     if args.explain:
         if res:
             print(f"  resolved as {res.kind}" + (f" (leaning on {res.antecedent!r})" if res.antecedent else ""))
@@ -355,17 +414,23 @@ def _chat(p: dict, args) -> int:
                 if interactive:
                     print("> ", end="", file=sys.stderr, flush=True)
                 line = sys.stdin.readline()
-                question = clean_text(normalise_text(line)).strip()
-                if not question:
+                if not line.strip():
                     break
+                heard = _hear(line.strip(), p, args) if args.wav_lines else None
+                question = clean_text(heard.text if heard else normalise_text(line)).strip()
+                if not question:  # audio in which the recogniser heard nothing: say so, the call goes on
+                    _warn(f"{line.strip()}: the recogniser heard nothing")
+                    continue
                 final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
                 out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
                        "status": final["status"], "reason": final["reason"], "say": final["say"],
-                       "source": final["source"]}
+                       "source": final["source"], **_heard_fields(heard)}
                 if args.json:
                     print(json.dumps(out, ensure_ascii=False), flush=True)
                     continue
-                if not interactive:
+                if heard:
+                    print(_heard_line(heard))
+                elif not interactive:
                     print(f"caller: {question}")
                 print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
                 if args.explain:

