@@ -51,8 +51,12 @@ def test_killing_the_server_mid_run_says_nothing_unverified(params, fixture_set)
                 for q in list(rewritten)[:4]]
     finally:
         server.stop()
-    assert rows[0]["error"] == "connection_lost"
-    assert {r["error"] for r in rows[1:]} == {"unreachable"}
+    # Under load the kill can land in a later request than the first: requests before it were answered, the one
+    # it lands in lost its connection (or it fell between two: refused), every one after it finds nothing there.
+    errors = [r["error"] for r in rows]
+    first = next(i for i, e in enumerate(errors) if e)
+    assert errors[:first] == [None] * first and errors[first] in ("connection_lost", "unreachable")
+    assert set(errors[first + 1:]) <= {"unreachable"} and first < len(rows) - 1
     finals = [decide(r, kb, vectors[r["id"]], settings) for r in rows]
     assert {f["status"] for f in finals} <= {"extractive", "refused"}
     assert all(f["reason"].startswith("llm_") for f in finals)
