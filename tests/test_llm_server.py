@@ -51,12 +51,13 @@ def test_killing_the_server_mid_run_says_nothing_unverified(params, fixture_set)
                 for q in list(rewritten)[:4]]
     finally:
         server.stop()
-    # Under load the kill can land in a later request than the first: requests before it were answered, the one
-    # it lands in lost its connection (or it fell between two: refused), every one after it finds nothing there.
+    # Under load the kill can land in a later request than the first, and a request sent while the process is
+    # dying can still lose its connection: requests before the kill were answered, each one from it on failed
+    # with a connection error, and by the last one nothing listens there.
     errors = [r["error"] for r in rows]
     first = next(i for i, e in enumerate(errors) if e)
-    assert errors[:first] == [None] * first and errors[first] in ("connection_lost", "unreachable")
-    assert set(errors[first + 1:]) <= {"unreachable"} and first < len(rows) - 1
+    assert errors[:first] == [None] * first
+    assert set(errors[first:]) <= {"connection_lost", "unreachable"} and errors[-1] == "unreachable"
     finals = [decide(r, kb, vectors[r["id"]], settings) for r in rows]
     assert {f["status"] for f in finals} <= {"extractive", "refused"}
     assert all(f["reason"].startswith("llm_") for f in finals)
