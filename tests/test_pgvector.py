@@ -1,6 +1,7 @@
 """The KB served from PostgreSQL + pgvector gives the chain the same passages as the in-process index (issue 16)."""
 import json
 
+import numpy as np
 import pytest
 
 from rag import config
@@ -62,3 +63,32 @@ def test_reloading_replaces_the_rows(postgres_server, tmp_path, small_kb):
         assert store.count("k") == 2 and store.dense("k").top_k(kb.index.vectors[1], 5)[0][0] == 1
     finally:
         store.close()
+
+
+def test_the_scale_bench_measures_pgvector_against_exact(postgres_server):
+    from rag.bench.scale import paraphrase_variants, pgvector_rows
+
+    anchors = paraphrase_variants(np.eye(384, dtype=np.float32)[:40], 40, 0.0)
+    both = paraphrase_variants(anchors, 520, 0.03)
+    row = pgvector_rows(postgres_server.url, both[:500], both[500:], ef_search=64)
+    assert row["recall_at_10"] >= 0.95 and row["p50_ms"] > 0 and row["load_and_build_s"] > 0
+
+
+def test_the_clinic_and_vet_chains_say_the_same_through_pgvector(params, postgres_server, tmp_path):
+    import copy
+
+    from rag.voice.gate import Gate
+    from rag.voice.pipeline import run_chain
+
+    gate = Gate.load(ROOT / "models" / "gate.json")
+    for kb_dir, queries in (("fixtures/voice/kb", "fixtures/voice/queries.jsonl"),
+                            ("fixtures/transfer/kb", "fixtures/transfer/queries_noisy.jsonl")):
+        p = copy.deepcopy(params)
+        p["llm"]["url"] = DOWN
+        local = run_chain(ROOT / kb_dir, ROOT / queries, p, gate, tmp_path)
+        load_into_store(open_kb(ROOT / kb_dir, config.hybrid_config(p), tmp_path), postgres_server.url)
+        p["retrieval"]["store"] = postgres_server.url
+        served = run_chain(ROOT / kb_dir, ROOT / queries, p, gate, tmp_path)
+        keys = ("status", "say", "source", "reason")
+        assert [{k: a[k] for k in keys} for a in served["answers"]] == [{k: a[k] for k in keys} for a in local["answers"]]
+        assert served["final"] == local["final"]

@@ -54,3 +54,23 @@ def compare(vectors: np.ndarray, queries: np.ndarray, m: int, ef_construction: i
         recall = float(np.mean([len(f & g) / k for f, g in zip(found, truth)]))
         out["hnsw"]["ef_search"][str(ef)] = {"p50_ms": t["p50"], "p95_ms": t["p95"], "recall_at_10": round(recall, 4)}
     return out
+
+
+def pgvector_rows(url: str, vectors: np.ndarray, queries: np.ndarray, ef_search: int, k: int = 10) -> dict:
+    """pgvector's HNSW (`rag.retrieval.pgvector`) on the same passage set: load + index build seconds, query
+    p50/p95 ms (one query at a time, over a Unix socket) and recall@k against exact search."""
+    from rag.retrieval.chunk import Passage
+    from rag.retrieval.pgvector import PgVectorStore
+
+    store = PgVectorStore(url)
+    try:
+        t0 = time.perf_counter()
+        store.load("scale", [Passage(str(i), str(i), "") for i in range(len(vectors))], vectors)
+        load_s = time.perf_counter() - t0
+        dense = store.dense("scale", ef_search)
+        truth = [{i for i, _ in DenseIndex(vectors).top_k(q, k)} for q in queries]
+        found, t = _timed(lambda q: {i for i, _ in dense.top_k(q, k)}, queries)
+    finally:
+        store.close()
+    return {"ef_search": ef_search, "load_and_build_s": round(load_s, 2), "p50_ms": t["p50"], "p95_ms": t["p95"],
+            "recall_at_10": round(float(np.mean([len(f & g) / k for f, g in zip(found, truth)])), 4)}

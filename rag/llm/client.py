@@ -1,7 +1,8 @@
 """Ask an OpenAI-compatible chat server (llama.cpp's llama-server) for a schema-bound answer.
 
 The reply must be JSON ``{"answer": str, "source": one of the retrieved doc ids or "none"}`` (voice
-track), or, with a `cited_schema`, ``{"answer": str, "citations": [labels or "none"]}`` (Korean track).
+track), or, with a `cited_schema`, ``{"answer": str, "citations": [labels or "none"]}`` (Korean track), or, with a
+`query_schema`, ``{"query": str}`` (query rewriting, `rag.llm.rewrite`).
 llama.cpp can accept a ``json_schema`` and still return unconstrained text with HTTP 200
 (llama.cpp issues #19051, #24097, #10732), so every reply is validated here; any fault comes back
 as ``LLMReply.error`` (a short reason code) and never as an answer.
@@ -47,6 +48,7 @@ class LLMReply:
     timings: dict | None = None
     raw: str = ""
     citations: list[str] | None = None  # set instead of ``source`` when the schema is a `cited_schema`
+    # with a `query_schema`, ``answer`` holds the rewritten query and ``source`` stays None
 
 
 def answer_schema(doc_ids: Sequence[str], max_len: int, answer_enum: Sequence[str] | None = None) -> dict:
@@ -120,6 +122,29 @@ def validate_cited(content: str, schema: dict) -> tuple[str | None, list[str] | 
     return answer, citations, None, ""
 
 
+def query_schema(max_len: int) -> dict:
+    """JSON schema of a rewritten search query: ``{"query": string of 1..max_len characters}`` (maxLength keeps a
+    small model from looping inside the string until max_tokens)."""
+    return {
+        "type": "object",
+        "properties": {"query": {"type": "string", "minLength": 1, "maxLength": max_len}},
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def validate_query(content: str, schema: dict) -> tuple[str | None, str | None, str]:
+    """Check a reply against a `query_schema`: returns (query, error code or None, detail); an empty or
+    over-long string is ``schema_violation``."""
+    obj, error, detail = _json_object(content, schema)
+    if error:
+        return None, error, detail
+    query = obj["query"]
+    if not isinstance(query, str) or not query.strip() or len(query) > schema["properties"]["query"]["maxLength"]:
+        return None, "schema_violation", "query must be a non-empty string within maxLength"
+    return query, None, ""
+
+
 def build_messages(query: str, passages: Sequence[tuple[str, str]]) -> list[dict]:
     """Chat messages: the system prompt with each passage tagged ``[doc id]``, then the query."""
     docs = "\n".join(f"[{doc}] {text}" for doc, text in passages)
@@ -157,8 +182,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         deadline: float | None = None) -> LLMReply:
     """POST ``/v1/chat/completions`` (streamed) with ``response_format`` json_schema; validate.
 
-    ``schema``: an `answer_schema` (validated by `validate`, sets answer/source) or a `cited_schema`
-    (validated by `validate_cited`, sets answer/citations). ``raw`` keeps the streamed text even when validation
+    ``schema``: an `answer_schema` (validated by `validate`, sets answer/source), a `cited_schema`
+    (validated by `validate_cited`, sets answer/citations) or a `query_schema` (`validate_query`: the query in
+    ``answer``). ``raw`` keeps the streamed text even when validation
     fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`.
 
     The call ends by ``min(now + timeout_s, deadline)`` (``deadline``: a `time.monotonic` instant, the turn's):
@@ -258,6 +284,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         return _done(reply, start)
     if "citations" in schema["properties"]:
         reply.answer, reply.citations, reply.error, reply.detail = validate_cited(reply.raw, schema)
+    elif "query" in schema["properties"]:
+        reply.answer, reply.error, reply.detail = validate_query(reply.raw, schema)
     else:
         reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
     return _done(reply, start)

@@ -106,8 +106,10 @@ def step_threshold(per_query: Sequence[dict], p: Mapping, fitted_on: Mapping) ->
 def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
     """Yield the LLM base URL: ``llm.url`` if set (``warn`` is told when nothing answers there,
     `rag.llm.client.reachable`), else a local llama.cpp server started here and stopped (by PID) on exit, errors
-    included, with ``llm.n_parallel`` slots (1 when the key is absent). Yields None when the local server fails to
-    start (and says why through ``warn``), so the answer step falls back instead of crashing."""
+    included, serving ``llm.local_model`` (`rag.llm.registry`) with ``llm.n_parallel`` slots (1 when the key is
+    absent; `rag.llm.server.LocalServer.from_params`). Yields None when the local server fails to start or its model
+    is missing or corrupt (and says why through ``warn``, the pip command included), so the answer step falls back
+    instead of crashing."""
     if p["llm"]["url"]:
         if warn:
             from rag.llm.client import reachable
@@ -120,10 +122,8 @@ def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
         return
     from rag.llm.server import LocalServer
 
-    server = LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(p["llm"]["threads"]),
-                         n_parallel=int(p["llm"].get("n_parallel", 1)))
     try:
-        server.start()
+        server = LocalServer.from_params(p["llm"]).start()
     except (RuntimeError, FileNotFoundError) as e:
         if warn:
             warn(f"the packaged LLM server did not start ({e}); every answer will be a verified KB sentence or a "
