@@ -1,7 +1,7 @@
-"""Stage fit_selection (frozen; refit with `dvc repro -f fit_selection`): learn which retrieved sentence answers a
+"""Stage fit_selection (frozen; refit with `dvc unfreeze fit_selection && dvc repro fit_selection`, then `dvc freeze fit_selection`): learn which retrieved sentence answers a
 question (`rag.voice.selection`) on half of HeySQuAD; the models are shipped in models/, so the voice track needs no HeySQuAD.
 
-HeySQuAD's 16 articles are split by article: even-numbered articles train (and choose ``min_score``), odd ones
+HeySQuAD's 16 articles are split by article: even-numbered articles train, odd ones
 report. Every question in its three forms (typed / human ASR / machine ASR, rewritten as in the voice track) gets
 the sentences of its top ``retrieval.k`` passages as candidates; a candidate is positive when it is in the gold
 paragraph and holds a gold answer span (the same string in another paragraph is left out of training). Near-miss
@@ -9,7 +9,12 @@ negatives (SQuAD 2.0): each question with its rarest key word that the gold para
 (`rag.voice.selection.swap_key_term`), searched again; none of its candidates answers. Half the swaps (a seeded coin)
 take a rare word of another article, half a word the KB never uses (from the MiniLM tokenizer's vocabulary): a
 caller's near miss names something the KB lacks ("rabies shot"), which a recogniser's garbled word also is.
-``min_score`` is chosen on the same training half (`rag.voice.selection.choose_min_score`).
+The clinic's labelled questions join the training data (``select.clinic_share`` of the weight; HeySQuAD has no
+yes/no or office-FAQ questions): the fixture questions, the dialogue turns' standalone forms and the clinic near
+misses, each typed and as the recogniser heard it; a candidate is positive when it is in a relevant document and holds
+every fact. ``min_score`` is chosen on the clinic (`rag.voice.selection.choose_min_score`, the FAQ domain it serves)
+from out-of-fold scores: two models, each fitted without one half of the clinic's documents, score the other half.
+The vet KB is never read here.
 Writes the models (``select.model_dir``/selection-{design}.json, committed), every (question, candidate, label) to
 ``select.pairs`` (the cross-encoder's training data, stage train_cross) and metrics/heysquad/selection.json:
 pick hit rate per form and split for the rules pick and each design, near-miss refused, ~4 min.
@@ -20,8 +25,14 @@ import time
 
 import numpy as np
 
-from common import ROOT, heysquad_index, main, params
+from common import ROOT, heysquad_index, main, params, tables_off
 from rag import config
+from rag.eval.scoring import has_facts
+from rag.io import read_jsonl
+from rag.retrieval.chunk import load_kb
+from rag.retrieval.search import PassageIndex
+from rag.voice.quarantine import allowed
+from rag.voice.queries import load_queries
 from rag.voice import selection
 from rag.voice.answer import pick_sentence, retrieve
 from rag.eval.evaluate import embed_texts
@@ -33,7 +44,9 @@ from rag.retrieval.sentences import SentenceIndex
 
 
 def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid, near_miss):
-    """One row per question: its candidates' features, labels, training mask and the rules pick."""
+    """One row per question: its candidates' features, labels, training mask and the rules pick. A question holds
+    ``answers`` (HeySQuAD: any gold span in the gold paragraph) or ``facts`` (the clinic: every fact, in a relevant
+    document); an unanswerable one has no positive."""
     out = []
     for q in queries:
         if q["id"] not in texts:
@@ -43,25 +56,56 @@ def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid
         cands, x = selection.candidate_features(text, v, docs, sentences)
         if not cands:
             continue
-        gold, answers = q["relevant"][0], [a.lower() for a in q["answers"]]
-        holds = np.array([any(a in s.lower() for a in answers) for s, _, _ in cands])
-        in_gold = np.array([d == gold for _, d, _ in cands])
-        y = np.zeros(len(cands), bool) if near_miss else holds & in_gold
-        keep = np.ones(len(cands), bool) if near_miss else ~(holds & ~in_gold)
+        if "facts" in q:
+            holds = np.array([has_facts(s, q["facts"]) for s, _, _ in cands])
+        else:
+            answers = [a.lower() for a in q["answers"]]
+            holds = np.array([any(a in s.lower() for a in answers) for s, _, _ in cands])
+        in_gold = np.array([d in q["relevant"][:1 if "answers" in q else None] for _, d, _ in cands])
+        refuse = near_miss or not q.get("answerable", True)
+        y = np.zeros(len(cands), bool) if refuse else holds & in_gold
+        keep = np.ones(len(cands), bool) if refuse else ~(holds & ~in_gold)
         rules_pick = pick_sentence(text, v, [s for s, _, _ in cands], np.stack([c[2] for c in cands]), rules,
                                    settings.mode, hybrid)
-        out.append({"id": q["id"], "x": x, "y": y, "keep": keep, "rules": rules_pick, "near_miss": near_miss,
-                    "query": text, "sentences": [c for c, _, _ in cands]})
+        out.append({"id": q["id"], "x": x, "y": y, "keep": keep, "rules": rules_pick, "near_miss": refuse,
+                    "query": text, "sentences": [c for c, _, _ in cands],
+                    "near": q.get("near") or (q["relevant"] or [""])[0]})
     return out
 
 
-def report(groups, scorer):
-    """hit (answerable: the pick holds the answer), said / near-miss refused at min_score."""
+def clinic_groups(p, settings, rules, hybrid):
+    """The clinic's labelled questions as training groups (`groups_of`), each typed and as heard: the fixture
+    questions (follow-ups rewritten against their context), the dialogue turns' standalone forms and the near misses."""
+    v, s = p["voice"], p["select"]
+    index = PassageIndex.from_folder(ROOT / v["kb"], hybrid, allowed(p))
+    sentences = SentenceIndex.build(load_kb(ROOT / v["kb"], allowed(p)))
+    rewrite = config.rewrite_rules(p, index.passages)
+    fixture = load_queries(ROOT / v["queries"])
+    dialogues = [{**t, "context": None} for t in read_jsonl(ROOT / s["clinic_dialogues"],
+                                                               required=("id", "kb", "standalone", "standalone_asr"))
+                 if t["kb"] == "clinic"]
+    near = load_queries(ROOT / s["near_miss"]["clinic"])
+    forms = {"fixture_asr": fixture, "fixture_typed": [{**q, "asr": q["spoken"]} for q in fixture],
+             "dialogue_asr": [{**t, "asr": t["standalone_asr"]} for t in dialogues],
+             "dialogue_typed": [{**t, "asr": t["standalone"]} for t in dialogues],
+             "near_miss_asr": near, "near_miss_typed": [{**q, "asr": q["spoken"]} for q in near]}
+    out = []
+    for form, qs in forms.items():
+        texts = rewrite_queries(qs, rewrite)
+        for g in groups_of(qs, texts, embed_texts(texts), index, sentences, settings, rules, hybrid,
+                           form.startswith("near_miss")):
+            out.append({**g, "form": form})
+    return out
+
+
+def report(groups, scorer, probabilities=None):
+    """hit (answerable: the pick holds the answer), said / near-miss refused at min_score; ``probabilities``: each
+    group's candidate scores when not ``scorer``'s own (out-of-fold)."""
     ans = [g for g in groups if not g["near_miss"]]
     nm = [g for g in groups if g["near_miss"]]
     if scorer is None:
         return {"hit": round(float(np.mean([g["y"][g["rules"]] for g in ans])), 6), "questions": len(ans)}
-    best = [scorer.probabilities(g["x"]) for g in groups]
+    best = probabilities or [scorer.probabilities(g["x"]) for g in groups]
     picks = {id(g): (int(np.argmax(b)), float(b.max())) for g, b in zip(groups, best)}
     said = [g for g in ans if picks[id(g)][1] >= scorer.min_score]
     return {"questions": len(ans), "hit": round(float(np.mean([g["y"][picks[id(g)][0]] for g in ans])), 6),
@@ -111,21 +155,38 @@ def run():
                                     for (source, _), gs in groups.items() for g in gs
                                     for c, y_, k in zip(g["sentences"], g["y"], g["keep"])))
     train = [g for gs in groups.values() for g in gs if split[g["id"]] == "train"]
-    x = np.vstack([g["x"][g["keep"]] for g in train])
-    y = np.concatenate([g["y"][g["keep"]] for g in train])
-    scorers = {}
+    clinic = clinic_groups(p, settings, config.verify_rules(tables_off(p)), hybrid)  # rules pick as on a new KB
+    clinic_docs = sorted({g["near"] for g in clinic})
+    fold = {d: i % 2 for i, d in enumerate(clinic_docs)}  # the clinic's documents in two halves
+    print(f"fit_selection: clinic {len(clinic)} groups ({sum(not g['near_miss'] for g in clinic)} answerable), "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
+
+    def fitted(design, clinic_part):
+        """``design`` fitted on the HeySQuAD training half plus ``clinic_part`` (``select.clinic_share`` of the weight)."""
+        x = np.vstack([g["x"][g["keep"]] for g in train + clinic_part])
+        y = np.concatenate([g["y"][g["keep"]] for g in train + clinic_part])
+        n_h = sum(int(g["keep"].sum()) for g in train)
+        share = float(s["clinic_share"]) if clinic_part else 0.0
+        w = np.concatenate([np.full(n_h, 1.0 - share), np.full(len(y) - n_h, share * n_h / max(len(y) - n_h, 1))])
+        return selection.fit(x, y, design, int(s["seed"]), w / w.mean()), len(y), int(y.sum())
+
+    scorers, out_of_fold = {}, {}
     for design in ("linear", "mlp"):  # the cross design is stage train_cross's
-        m = selection.fit(x, y, design, int(s["seed"]))
-        best = [m.probabilities(g["x"]) for g in train]
+        m, n, pos = fitted(design, clinic)
+        held = {k: fitted(design, [g for g in clinic if fold[g["near"]] != k])[0] for k in (0, 1)}
+        best = [held[fold[g["near"]]].probabilities(g["x"]) for g in clinic]  # out-of-fold: never its own fit
         m.min_score = round(selection.choose_min_score([b.max() for b in best],
-                                                       [bool(g["y"][int(np.argmax(b))]) for g, b in zip(train, best)],
-                                                       [not g["near_miss"] for g in train]), 6)
-        m.meta = {"trained_on": "HeySQuAD dev-common, even articles, typed + human + machine, with near misses",
-                  "candidates": len(y), "positives": int(y.sum())}
+                                                       [bool(g["y"][int(np.argmax(b))]) for g, b in zip(clinic, best)],
+                                                       [not g["near_miss"] for g in clinic]), 6)
+        m.meta = {"trained_on": "HeySQuAD dev-common, even articles, typed + human + machine, with near misses; "
+                                f"the clinic's labelled questions ({s['clinic_share']} of the weight)",
+                  "min_score_chosen_on": "the clinic's questions and near misses, out-of-fold (two halves by document)",
+                  "candidates": n, "positives": pos}
         m.save(ROOT / s["model_dir"] / f"selection-{design}.json")
-        scorers[design] = m
-    out = {"split": "train = even articles (fit and min_score), report = odd articles",
-           "min_score": {d: m.min_score for d, m in scorers.items()}, "results": {}}
+        scorers[design], out_of_fold[design] = m, report(clinic, m, best)
+    out = {"split": "train = even articles (fit), report = odd articles; min_score chosen on the clinic",
+           "min_score": {d: m.min_score for d, m in scorers.items()}, "results": {},
+           "clinic_out_of_fold": {"rules_tables_off": report(clinic, None), **out_of_fold}}
     for (source, kind), gs in groups.items():
         if kind == "near_miss":
             continue
@@ -137,6 +198,7 @@ def run():
     write_json(ROOT / p["heysquad"]["metrics_dir"] / "selection.json", out)
     for source, parts in out["results"].items():
         print(source, {d: r["hit"] for d, r in parts["report"].items()})
+    print("clinic, out of fold:", out["clinic_out_of_fold"])
 
 
 main(run)

@@ -13,6 +13,19 @@ def test_ids_headings_and_whitespace():
     ]
 
 
+def test_a_heading_directly_above_its_paragraph_keeps_the_paragraph():
+    # before: "# Hours\nOpen ..." was one heading block and the paragraph was dropped (a KB written so was empty)
+    ps = chunk_document("lib", "# Hours\nOpen 9 to 5 on weekdays.\n\n# Fees\nA late book costs 25 cents a day.\n")
+    assert [(p.id, p.text) for p in ps] == [("lib#1", "Open 9 to 5 on weekdays."),
+                                            ("lib#2", "A late book costs 25 cents a day.")]
+
+
+def test_a_file_without_blank_lines_gives_one_passage_per_heading():
+    text = "# Hours\nOpen 9 to 5 on weekdays.\nClosed on Sunday.\n# Fees\nA late book costs 25 cents a day.\n"
+    assert [p.text for p in chunk_document("lib", text)] == ["Open 9 to 5 on weekdays. Closed on Sunday.",
+                                                            "A late book costs 25 cents a day."]
+
+
 def test_folder_in_name_order(small_kb):
     ps = chunk_folder(small_kb)
     assert [p.id for p in ps] == ["kb-billing#1", "kb-hours#1", "kb-labs#1", "kb-refills#1", "kb-refills#2"]

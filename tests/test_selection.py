@@ -51,6 +51,47 @@ def test_key_term_missing_from_the_document_is_a_feature(clinic):
     assert y[:, col("cover_sentence_gap")].max() == 0.0  # gaps are to the best candidate
 
 
+def test_sound_similarity_grades_how_alike_two_keys_sound():
+    from rag.retrieval.phonetic import phonetic_key
+
+    assert selection.sound_similarity(phonetic_key("boring"), phonetic_key("boarding")) == pytest.approx(0.8)
+    assert selection.sound_similarity(phonetic_key("growing"), phonetic_key("grooming")) == pytest.approx(0.8)
+    assert selection.sound_similarity("tk", "tk") == 1.0
+    assert selection.sound_similarity("tk", "tlr") == pytest.approx(1 / 3)
+    assert selection.sound_similarity("30", "35") == 0.0  # numbers are alike only when equal
+    assert selection.sound_similarity("", "brnk") == 0.0
+
+
+def test_a_recogniser_garbled_key_term_still_counts_as_a_near_sound():
+    """"boring" for "boarding": no spelling or exact-sound match, one sound edit away; the drop-off sentence of the
+    boarding document covers the question's terms in near sound, the surgery one does not hold "boarding" at all."""
+    from rag.retrieval.embed import get_embedder
+
+    kb = {"boarding": "Boarding for a dog costs $45 a night. Boarding drop-off is from 8 a.m. to 11 a.m.",
+          "surgery": "Surgery drop-off is at 7:30 a.m. Spay surgery for a cat costs $180."}
+    sentences = SentenceIndex.build(kb)
+    q = "when can i drop off my dog for boring"
+    cands, x = selection.candidate_features(q, get_embedder().embed_one(q), ["surgery", "boarding"], sentences)
+    row = {s: r for (s, _, _), r in zip(cands, x)}
+    board, surgery = row["Boarding drop-off is from 8 a.m. to 11 a.m."], row["Surgery drop-off is at 7:30 a.m."]
+    assert board[col("cover_sentence_sound")] == surgery[col("cover_sentence_sound")]  # exact sounds: a tie
+    assert board[col("near_sound_sentence")] > surgery[col("near_sound_sentence")]
+    assert board[col("near_sound_missing_doc")] < surgery[col("near_sound_missing_doc")]
+    assert x[:, col("near_sound_sentence_gap")].max() == 0.0
+
+
+def test_fit_weights_a_row_like_a_copy_of_it():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, len(selection.FEATURES)))
+    y = (x[:, 0] + rng.normal(size=400)) > 0.5
+    w = rng.integers(1, 4, size=400)
+    copied = selection.fit(np.repeat(x, w, axis=0), np.repeat(y, w), "linear")
+    weighted = selection.fit(x, y, "linear", weights=w)
+    assert np.allclose(copied.mean, weighted.mean) and np.allclose(copied.scale, weighted.scale)
+    assert np.allclose(copied.probabilities(x), weighted.probabilities(x), atol=1e-3)
+    assert not np.allclose(selection.fit(x, y, "linear").probabilities(x), weighted.probabilities(x), atol=1e-3)
+
+
 def test_fit_ranks_and_round_trips(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3000, len(selection.FEATURES)))

@@ -91,19 +91,37 @@ def blocks(text: str) -> list[Block]:
     """``text`` (a KB file's content) normalised (`rag.io.normalise_text`: a leading byte-order mark dropped,
     NFKC, or NFC for Hangul; CRLF and CR line ends read as LF) and split on blank lines, every piece judged by
     `rag.voice.quarantine.instruction_like`. `chunk_document` and `load_kb` both read a document through this, so the
-    passages, the enum, the sentence candidates and the verifier drop the same paragraphs."""
+    passages, the enum, the sentence candidates and the verifier drop the same paragraphs. A heading line (one
+    starting with ``#``) is a block of its own wherever it stands, so "# Hours" directly above its paragraph, or a
+    file with no blank lines at all, still gives one paragraph per heading's text."""
     text = normalise_text(text).replace("\r\n", "\n").replace("\r", "\n")
     out, n, line = [], 0, 1
-    for raw in text.split("\n\n"):
-        folded = " ".join(raw.split())
-        start = line + len(raw) - len(raw.lstrip("\n"))
-        line += raw.count("\n") + 2
-        if folded and not folded.startswith("#"):
-            n += 1
-            out.append(Block(n, start, raw, instruction_like(raw)))
-        else:
-            out.append(Block(None, start, raw, instruction_like(raw) if folded else None))
+    for piece in text.split("\n\n"):
+        for offset, raw in _heading_split(piece):
+            folded = " ".join(raw.split())
+            start = line + offset + len(raw) - len(raw.lstrip("\n"))
+            if folded and not folded.startswith("#"):
+                n += 1
+                out.append(Block(n, start, raw, instruction_like(raw)))
+            else:
+                out.append(Block(None, start, raw, instruction_like(raw) if folded else None))
+        line += piece.count("\n") + 2
     return out
+
+
+def _heading_split(piece: str) -> list[tuple[int, str]]:
+    """``(line offset, text)`` of the runs of a blank-line-separated ``piece``: each heading line alone, the lines
+    between headings together."""
+    lines = piece.split("\n")
+    if not any(x.lstrip().startswith("#") for x in lines):
+        return [(0, piece)]
+    runs: list[tuple[int, list[str]]] = []
+    for i, x in enumerate(lines):
+        if x.lstrip().startswith("#") or not runs or runs[-1][1][0].lstrip().startswith("#"):
+            runs.append((i, [x]))
+        else:
+            runs[-1][1].append(x)
+    return [(i, "\n".join(xs)) for i, xs in runs]
 
 
 def quarantine_rows(blocks_: list[Block], file: str) -> list[dict]:

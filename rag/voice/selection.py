@@ -8,7 +8,9 @@ selection, Wang et al. 2007; near-miss negatives the way SQuAD 2.0 made unanswer
 - MiniLM cosine with the question, and its gap to the best candidate's;
 - coverage of the question's key terms (content words, weighted by their IDF over the KB's sentences) by the
   sentence, by the sentence with the one before it (a sentence can lose its subject: "It takes about 90 minutes."),
-  and by the whole document, matching spelling or sound (metaphone: the recogniser's "guise" is "guys");
+  and by the whole document, matching spelling or sound (metaphone: the recogniser's "guise" is "guys"), and the
+  same graded by how close the sounds are (`sound_similarity`: the recogniser's "boring" is one sound from
+  "boarding", "growing" from "grooming");
 - the rarest question term missing from the document (a "rabies shot" question over the flu-shot document);
 - what the sentence adds (share of its content words the question lacks) and its length;
 - generic answer types: what the question asks for (money, duration, clock time, date, count, phone number,
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import jellyfish
 import numpy as np
 
 from rag.retrieval.phonetic import phonetic_key
@@ -80,8 +83,29 @@ _YES_NO = re.compile(r"^(?:do|does|did|is|are|was|were|can|could|will|would|shou
 TYPES = tuple(ASKS)
 FEATURES = ("cosine", "cosine_gap", "cover_sentence", "cover_sentence_gap", "cover_context", "cover_context_gap",
             "cover_doc", "cover_sentence_sound", "bigrams", "doc_rank", "missing_doc", "missing_kb", "adds", "length",
-            "yes_no_cover",
+            "yes_no_cover", "near_sound_sentence", "near_sound_sentence_gap", "near_sound_context", "near_sound_missing_doc",
             *(f"{t}_{k}" for t in TYPES for k in ("held", "missing")))
+
+
+def sound_similarity(a: str, b: str) -> float:
+    """How alike two phonetic keys (`rag.retrieval.phonetic.phonetic_key`) are: 1 - Levenshtein distance / the
+    longer key's length, in [0, 1] ("brnk" boring vs "brtnk" boarding: 0.8); keys without a letter (numbers) are
+    alike only when equal."""
+    if a == b:
+        return 1.0
+    if not a or not b or not (any(c.isalpha() for c in a) and any(c.isalpha() for c in b)):
+        return 0.0
+    return 1.0 - jellyfish.levenshtein_distance(a, b) / max(len(a), len(b))
+
+
+NEAR_SOUND = 0.75  # a key within one edit of a 4-sound key is a near sound; shorter keys must be equal
+
+
+def _near_sound(keys: Sequence[str], heard: set[str]) -> list[float]:
+    """For each key of ``keys``, its best `sound_similarity` to a key of ``heard`` when at least `NEAR_SOUND`,
+    else 0 (partial matches of short keys are noise: "tk" dog vs "tlr" dollar)."""
+    best = [max((sound_similarity(k, h) for h in heard), default=0.0) for k in keys]
+    return [b if b >= NEAR_SOUND else 0.0 for b in best]
 
 
 def _stem(word: str) -> str:
@@ -146,6 +170,13 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
     doc_sounds = {d: sounds(docs[d]) for d in doc_terms}
     doc_rank = {d: i for i, d in enumerate(dict.fromkeys(d for _, d, _ in candidates))}
     q_bigrams = set(zip(q_terms, q_terms[1:]))
+    q_keys = [phonetic_key(q_words.get(t, t)) for t in q_terms]
+    q_w = np.array([weights[t] for t in q_terms])
+    total = q_w.sum() or 1.0
+
+    def near(heard: set[str]) -> np.ndarray:  # each question term's best sound match among ``heard``
+        return np.array(_near_sound(q_keys, heard)) if q_keys else np.zeros(0)
+    doc_near = {d: near(doc_sounds[d]) for d in doc_terms}
     rows = []
     for (sentence, doc, _), context, c in zip(candidates, contexts, cos):
         s_terms, ctx_terms = set(terms(sentence)), set(terms(context))
@@ -165,12 +196,15 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
                len(s_terms - set(q_terms)) / max(len(s_terms), 1),
                math.log1p(len(sentence.split())),
                yes_no * cover_s]
+        s_near = near(s_sounds)
+        row += [float(q_w @ s_near) / total, 0.0, float(q_w @ np.maximum(s_near, near(sounds(context)))) / total,
+                float(np.max(q_w * (1.0 - doc_near[doc]), initial=0.0)) / top]
         for t in TYPES:
             held = bool(HOLDS[t].search(sentence))
             row += [asks[t] and held, asks[t] and not held]
         rows.append(row)
     x = np.array(rows, dtype=np.float64)
-    for gap, of in ((3, 2), (5, 4)):  # how far below the best candidate
+    for gap, of in ((3, 2), (5, 4), (16, 15)):  # how far below the best candidate
         x[:, gap] = x[:, of] - x[:, of].max()
     return x
 
@@ -242,24 +276,27 @@ class AnswerScorer:
             raise InputError(f"{path}: not an answer-selection model ({e})") from None
 
 
-def fit(x: np.ndarray, y: np.ndarray, design: str, seed: int = 0) -> AnswerScorer:
-    """Fit ``design`` on features x (n, len(FEATURES)) and labels y (n,) in {0, 1}; ``min_score`` 0.5 until
-    `choose_min_score` sets it. Raises ValueError for one class only or an unknown design."""
+def fit(x: np.ndarray, y: np.ndarray, design: str, seed: int = 0, weights: np.ndarray | None = None) -> AnswerScorer:
+    """Fit ``design`` on features x (n, len(FEATURES)) and labels y (n,) in {0, 1}, each row weighted by
+    ``weights`` (n,) (default 1; the standardisation is weighted too); ``min_score`` 0.5 until `choose_min_score`
+    sets it. Raises ValueError for one class only or an unknown design."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.neural_network import MLPClassifier
 
     y = np.asarray(y, int)
     if len(set(y.tolist())) < 2:
         raise ValueError("answer-selection training data needs positive and negative candidates")
-    mean, scale = x.mean(axis=0), x.std(axis=0)
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, float)
+    mean = np.average(x, axis=0, weights=w)
+    scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=w))
     scale[scale == 0] = 1.0
     z = (x - mean) / scale
     if design == "linear":
-        m = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(z, y)
+        m = LogisticRegression(C=1.0, max_iter=2000, random_state=seed).fit(z, y, sample_weight=w)
         layers = [(m.coef_.T.tolist(), m.intercept_.tolist())]
     elif design == "mlp":
         m = MLPClassifier(hidden_layer_sizes=(16,), alpha=1e-3, max_iter=500, early_stopping=True,
-                          random_state=seed).fit(z, y)
+                          random_state=seed).fit(z, y, sample_weight=w)
         layers = [(w.tolist(), b.tolist()) for w, b in zip(m.coefs_, m.intercepts_)]
     else:
         raise ValueError(f"unknown scorer design {design!r}; expected linear or mlp")
