@@ -214,7 +214,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
                                  scorer, rules)
             if score < scorer.min_score:
                 ok, reason = False, "does_not_answer"
-            elif fallback is not None and score < fallback.score:
+            elif fallback is not None and round(score, 6) < fallback.score:  # Extract.score is rounded to 6
                 ok, reason = False, "weaker_than_extractive"
         if ok:
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
