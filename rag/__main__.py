@@ -460,7 +460,7 @@ def _index(p: dict, args) -> int:
                  allow_instructions=quarantine.allowed(p), warn=_warn)
     try:
         n = load_into_store(kb, store)
-    except ConnectionError as e:
+    except (ConnectionError, LookupError) as e:  # down, or a store in the old one-graph layout
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"KB {args.kb}: {n} passages loaded (key {kb.key[:12]}); ask / run / chat use it with "

@@ -92,3 +92,42 @@ def test_the_clinic_and_vet_chains_say_the_same_through_pgvector(params, postgre
         keys = ("status", "say", "source", "reason")
         assert [{k: a[k] for k in keys} for a in served["answers"]] == [{k: a[k] for k in keys} for a in local["answers"]]
         assert served["final"] == local["final"]
+
+
+def test_a_small_kb_beside_a_large_one_keeps_its_ranking(params, postgres_server, tmp_path):
+    """Each KB has its own HNSW graph (a partition): the clinic loaded beside 8,000 rows of another KB that crowd
+    its region of the space (noisy copies of its own passage vectors) still gets the in-process exact top 10 for
+    every fixture question. With one graph for all KBs and a ``WHERE kb =`` filter, it did not."""
+    from rag.bench.scale import paraphrase_variants
+    from rag.retrieval.chunk import Passage
+
+    hc = config.hybrid_config(params)
+    local = open_kb(ROOT / "fixtures/voice/kb", hc, tmp_path)
+    crowd = paraphrase_variants(local.index.vectors, 8_000, 0.01)
+    store = PgVectorStore(postgres_server.url)
+    try:
+        store.load("crowd", [Passage(str(i), "crowd", "") for i in range(len(crowd))], crowd)
+        store.load("clinic", local.index.passages, local.index.vectors)
+        served = store.dense("clinic", 64)
+        texts = rewrite_queries(load_queries(ROOT / "fixtures/voice/queries.jsonl"), config.rewrite_rules(params))
+        vectors = embed_texts(texts)
+        same = [[i for i, _ in served.top_k(vectors[q], 10)] == [i for i, _ in local.index.dense.top_k(vectors[q], 10)]
+                for q in texts]
+        assert sum(same) == len(texts)
+    finally:
+        store.close()
+
+
+def test_a_store_with_the_old_one_graph_layout_is_refused(postgres_server):
+    import psycopg
+
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA old_layout")
+        conn.execute("CREATE TABLE old_layout.kb_passages (kb text, pos integer)")
+    try:
+        with pytest.raises(LookupError, match="old one-graph layout.*DROP TABLE kb_passages"):
+            PgVectorStore(postgres_server.url + ("&" if "?" in postgres_server.url else "?")
+                          + "options=-csearch_path%3Dold_layout")
+    finally:
+        with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA old_layout CASCADE")
