@@ -9,8 +9,9 @@ vet KB with tables off (`common.tables_off`), LLM off (the extractive pick speak
 Reported per engine and set: WER against ``spoken`` (`rag.eval.wer`), retrieval recall@1/@3 of the rewritten
 transcripts (``retrieval.mode``), gate refusal precision/recall, factual accuracy and what was said, recogniser
 latency (decode p50/p95, real-time factor, pocketsphinx's first partial), and how many transcripts equal the
-fixture's own ``asr`` (pocketsphinx must match all: same audio, same recogniser). Writes
-metrics/voice/asr_compare.json and asr_compare.md.
+fixture's own ``asr`` (pocketsphinx must match all: same audio, same recogniser). What each answer-selection design
+(`rag.voice.selection.DESIGNS`, each at its shipped ``min_score``) says on the same transcripts is under ``designs``:
+the recogniser and the pick measured together (issue 10). Writes metrics/voice/asr_compare.json and asr_compare.md.
 """
 import time
 
@@ -27,6 +28,7 @@ from rag.retrieval.sentences import SentenceIndex
 from rag.voice.abstain import refusal_metrics
 from rag.voice.gate import Gate
 from rag.voice.pipeline import gate_function, step_answer, step_final
+from rag.voice import selection
 from rag.voice.quarantine import allowed
 from rag.voice.queries import load_queries, rewrite_queries
 
@@ -73,8 +75,8 @@ def run():
         "vet_clean": ("vet", tables_off(p), load_queries(ROOT / a["transfer_queries"]["clean"])),
         "vet_noisy": ("vet", tables_off(p), load_queries(ROOT / a["transfer_queries"]["noisy"])),
     }
-    scorer = answer_scorer(p)
-    out = {}
+    scorers = {d: answer_scorer(p, d) for d in selection.DESIGNS}
+    out, designs = {}, {}
     for engine in (TYPED, *p["speech"]["engines"]):
         out[engine] = {}
         for name, (kb, q_p, fixture) in sets.items():
@@ -86,7 +88,10 @@ def run():
             scores = {qid: gates[kb](texts[qid], vectors[qid]) for qid in texts}
             refusal = refusal_metrics(scores, {q["id"]: q["answerable"] for q in qs}, gate.tau)
             answers = step_answer(index[kb], qs, docs[kb], q_p, gate.tau, None, scores)
-            final = step_final(answers, qs, docs[kb], q_p, gate.tau, sentences[kb], scorer)[1]
+            by_design = {d: step_final(answers, qs, docs[kb], q_p, gate.tau, sentences[kb], sc)[1]
+                         for d, sc in scorers.items()}
+            final = by_design[p["select"]["design"]]
+            designs.setdefault(engine, {})[name] = {d: {k: f[k] for k in SAID} for d, f in by_design.items()}
             fixture_asr = {q["id"]: q["asr"] for q in fixture}
             out[engine][name] = {
                 **wer(((q["spoken"], q["asr"]) for q in qs), rules),
@@ -101,13 +106,13 @@ def run():
     if psx and any(r["same_as_fixture_asr"] != r["n"] for r in psx.values()):
         raise ValueError("pocketsphinx transcripts differ from the fixtures' asr: the audio chain changed")
     write_json(VOICE_METRICS / "asr_compare.json", {"llm": "off (extractive pick)", "design": p["select"]["design"],
-                                                     "tau": gate.tau, "results": out,
+                                                     "tau": gate.tau, "results": out, "designs": designs,
                                                      "runtime_s": round(time.perf_counter() - t0, 1)})
-    write_text(VOICE_METRICS / "asr_compare.md", markdown(out))
-    print(markdown(out))
+    write_text(VOICE_METRICS / "asr_compare.md", markdown(out, designs))
+    print(markdown(out, designs))
 
 
-def markdown(out: dict) -> str:
+def markdown(out: dict, designs: dict) -> str:
     rows = [[e, n, r["wer"], r["recall_at_1"], r["recall_at_3"], r["refusal_precision"], r["refusal_recall"],
              r["factual_accuracy"], r["grounded_wrong_said"], r["answerable_refused"]]
             for e, by_set in out.items() for n, r in by_set.items()]
@@ -122,7 +127,13 @@ def markdown(out: dict) -> str:
             + "\nRecogniser latency from the one run of the frozen transcribe_engines stage that wrote the transcripts "
               "(not a benchmark: 2 CPU threads on a machine that may have been busy; decode = first audio fed to final "
               "transcript, model loaded; RTF = decode time / audio time):\n\n"
-            + markdown_table(["engine", "set", "decode p50 ms", "decode p95 ms", "RTF", "first partial p50 ms"], lat))
+            + markdown_table(["engine", "set", "decode p50 ms", "decode p95 ms", "RTF", "first partial p50 ms"], lat)
+            + "\nEach answer-selection design at its shipped min_score on the same transcripts (factual accuracy / "
+              "grounded wrong said / answerable refused):\n\n"
+            + markdown_table(["engine", "set", *selection.DESIGNS],
+                             [[e, n, *(f"{r[d]['factual_accuracy']:.3f} / {r[d]['grounded_wrong_said']} / "
+                                       f"{r[d]['answerable_refused']}" for d in selection.DESIGNS)]
+                              for e, by_set in designs.items() for n, r in by_set.items()]))
 
 
 main(run)

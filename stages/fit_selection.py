@@ -1,5 +1,6 @@
-"""Stage fit_selection (frozen; refit with `dvc unfreeze fit_selection && dvc repro fit_selection`, then `dvc freeze fit_selection`): learn which retrieved sentence answers a
-question (`rag.voice.selection`) on half of HeySQuAD; the models are shipped in models/, so the voice track needs no HeySQuAD.
+"""Stage fit_selection (frozen; refit with `dvc unfreeze fit_selection && dvc repro fit_selection`, then
+`dvc freeze fit_selection`): learn which retrieved sentence answers a question (`rag.voice.selection`) on half of
+HeySQuAD and on the clinic; the models are shipped in models/, so the voice track needs no HeySQuAD.
 
 HeySQuAD's 16 articles are split by article: even-numbered articles train, odd ones
 report. Every question in its three forms (typed / human ASR / machine ASR, rewritten as in the voice track) gets
@@ -17,7 +18,8 @@ from out-of-fold scores: two models, each fitted without one half of the clinic'
 The vet KB is never read here.
 Writes the models (``select.model_dir``/selection-{design}.json, committed), every (question, candidate, label) to
 ``select.pairs`` (the cross-encoder's training data, stage train_cross) and metrics/heysquad/selection.json:
-pick hit rate per form and split for the rules pick and each design, near-miss refused, ~4 min.
+pick hit rate per form and split for the rules pick and each design, near-miss refused, and the same on the
+clinic out of fold (``clinic_out_of_fold``; the rules pick with the clinic's tables off, as on a new KB), ~5 min.
 """
 import json
 import random
