@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 # DVC runs each stage's `python` from PATH: make it the project's venv.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: repro test llm test-llm
+.PHONY: repro test llm test-llm train test-train
 
 $(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
 	python3 -m venv $(VENV)
@@ -29,3 +29,10 @@ llm: $(VENV)/.installed
 
 test-llm: llm
 	$(VENV)/bin/python -m pytest -q -m heavy_llm
+
+# The optional training extra (PyTorch CPU, sentence-transformers: issue 14's frozen stage finetune), then its tests.
+train: $(VENV)/.installed
+	$(PY) -m pip install -q -r requirements-finetune.txt
+
+test-train: train
+	$(VENV)/bin/python -m pytest -q -m train

@@ -38,7 +38,7 @@ from rag.voice.queries import load_queries
 from rag.voice import selection
 from rag.voice.answer import pick_sentence, retrieve
 from rag.eval.evaluate import embed_texts
-from rag.bench.heysquad import SOURCES, as_transcripts
+from rag.bench.heysquad import SOURCES, article_split, as_transcripts
 from rag.io import write_json, write_jsonl
 from rag.voice.queries import rewrite_queries
 from rag.retrieval.indexes import word_tokens
@@ -125,7 +125,7 @@ def run():
     settings, rules, hybrid = config.answer_settings(p, 0.0), config.verify_rules(p), config.hybrid_config(p)
     kb = {r["_id"]: r["text"] for r in passages}
     article = {r["_id"]: r["article"] for r in passages}
-    split = {q["id"]: "train" if article[q["relevant"][0]] % 2 == 0 else "report" for q in queries}
+    split = article_split(passages, queries)
     sentences = SentenceIndex.build(kb)
     stats = sentences.stats
     words_of = {}

@@ -15,16 +15,17 @@ CURVE_KS = tuple(range(1, 11))  # recall@k curves: k = 1..10 (doc_runs keeps the
 
 
 def evaluate_matrix(index: PassageIndex, queries: Sequence[dict], forms: Mapping[str, Mapping[str, str]],
-                    modes: Sequence[str] = MODES, ks: Sequence[int] = CURVE_KS) -> dict[str, dict[str, dict]]:
+                    modes: Sequence[str] = MODES, ks: Sequence[int] = CURVE_KS,
+                    embedder=None) -> dict[str, dict[str, dict]]:
     """``{form: {mode: metrics at ks}}`` for every form and mode.
 
     queries: dicts with ``id``, ``relevant`` (gold document names) and ``answerable``; only answerable
     ones are scored. forms: ``{form: {query_id: text}}``; each form's texts are embedded once, in one batch,
-    and shared by the modes.
+    and shared by the modes. embedder: the one that embedded ``index`` (default: the packaged MiniLM).
     """
     out: dict[str, dict[str, dict]] = {}
     for form, texts in forms.items():
-        vectors = embed_texts(texts)
+        vectors = embed_texts(texts, embedder)
         out[form] = {mode: retrieval_metrics(queries, doc_runs(index, texts, mode, vectors), ks)
                      for mode in modes}
     return out

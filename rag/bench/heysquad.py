@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -138,3 +138,19 @@ def selective_accuracy(picks: Sequence[dict], min_cosine: float) -> dict[str, fl
     return {"said": round(len(said) / len(picks), 6) if picks else 0.0, "hit_said": share(said),
             "hit_refused": share(refused), "wrong_said": sum(not p["hit"] for p in said),
             "right_refused": sum(p["hit"] for p in refused)}
+
+
+def article_split(passages: Iterable[Mapping], queries: Iterable[Mapping]) -> dict[str, str]:
+    """``{query id: "train" | "report"}``: "train" when the article of the query's gold paragraph is even.
+
+    passages: rows with ``_id`` and ``article`` (int); queries: rows with ``id`` and ``relevant`` (one gold
+    paragraph id first). Raises KeyError naming a query whose gold paragraph is not among ``passages``.
+    """
+    article = {p["_id"]: int(p["article"]) for p in passages}
+    out = {}
+    for q in queries:
+        gold = q["relevant"][0]
+        if gold not in article:
+            raise KeyError(f"query {q['id']}: gold paragraph {gold!r} is not in the passages")
+        out[q["id"]] = "train" if article[gold] % 2 == 0 else "report"
+    return out

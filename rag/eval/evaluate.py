@@ -19,12 +19,14 @@ def doc_runs(index: PassageIndex, texts: Mapping[str, str], mode: str, vectors: 
             for qid, text in texts.items()}
 
 
-def embed_texts(texts: Mapping[str, str]) -> dict[str, np.ndarray]:
-    """Embed every query text in one batch: ``{query_id: (384,) float32 unit vector}``."""
+def embed_texts(texts: Mapping[str, str], embedder=None) -> dict[str, np.ndarray]:
+    """Embed every query text in one batch: ``{query_id: (384,) float32 unit vector}``.
+
+    embedder: a `rag.retrieval.embed.MiniLMEmbedder` (default: the process-wide packaged one)."""
     from rag.retrieval.embed import get_embedder
 
     ids = list(texts)
-    matrix = get_embedder().embed([texts[i] for i in ids]) if ids else np.zeros((0, 384), np.float32)
+    matrix = (embedder or get_embedder()).embed([texts[i] for i in ids]) if ids else np.zeros((0, 384), np.float32)
     return dict(zip(ids, matrix))
 
 

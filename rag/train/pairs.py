@@ -1,0 +1,45 @@
+"""Training pairs for a bi-encoder retriever: (query, positive passage[, hard negative passage]).
+
+Only queries a split marks "train" are used (HeySQuAD: `rag.bench.heysquad.article_split`, even articles train and
+odd ones report), so no paragraph and no question of the report half reaches training. Pure Python.
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+FORMS = ("typed", "human", "machine")  # HeySQuAD's question texts: typed, human ASR, machine ASR
+
+
+def training_pairs(passages: Sequence[Mapping], queries: Sequence[Mapping], split: Mapping[str, str],
+                   forms: Sequence[str] = FORMS,
+                   hard_negative: Callable[[str, str], str | None] | None = None) -> list[dict]:
+    """Rows ``{"id", "form", "query", "positive"[, "negative"]}`` for every answerable "train" query and form.
+
+    Texts are kept as written; a (lower-cased query, paragraph) repeated across forms (a transcript equal to the
+    typed question) is kept once, in the first form of ``forms``. ``hard_negative(query, gold id)``, when given,
+    returns the id of a wrong paragraph of the same KB (e.g. the best BM25 one) or None (that row then has no
+    negative and is left out, so every row has the same columns). Order: queries as given, then forms.
+    Raises ValueError for a form a query lacks.
+    """
+    text = {p["_id"]: p["text"] for p in passages}
+    seen: set[tuple[str, str]] = set()
+    rows = []
+    for q in queries:
+        if split[q["id"]] != "train" or not q.get("answerable", True):
+            continue
+        gold = q["relevant"][0]
+        for form in forms:
+            if not isinstance(q.get(form), str) or not q[form].strip():
+                raise ValueError(f"query {q['id']}: no {form!r} text")
+            key = (q[form].lower().strip(), gold)
+            if key in seen:
+                continue
+            seen.add(key)
+            row = {"id": q["id"], "form": form, "query": q[form], "positive": text[gold]}
+            if hard_negative is not None:
+                neg = hard_negative(q[form], gold)
+                if neg is None:
+                    continue
+                row["negative"] = text[neg]
+            rows.append(row)
+    return rows

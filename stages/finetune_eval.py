@@ -1,0 +1,110 @@
+"""Stage finetune_eval (issue 14): the committed fine-tuned MiniLM (``finetune.model``, stage finetune) against the
+packaged all-MiniLM-L6-v2, served by onnxruntime with no PyTorch.
+
+Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
+training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
+rewritten). Modes dense and hybrid_phonetic. Also one query's embedding time (ms, p50 / p95 over the clinic
+questions, both models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
+"""
+import hashlib
+import statistics
+import time
+
+from common import ROOT, main, params
+from rag import config
+from rag.bench.compare import markdown_table
+from rag.train.evaluate import report_half
+from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
+from rag.io import InputError, read_json, write_json, write_text
+from rag.retrieval.chunk import chunk_folder
+from rag.retrieval.embed import MiniLMEmbedder
+from rag.retrieval.search import PassageIndex
+from rag.voice.quarantine import allowed
+from rag.voice.queries import load_queries, raw_queries, rewrite_queries
+
+MODES = ("dense", "hybrid_phonetic")
+METRICS = ("recall@1", "recall@3", "mrr@10")
+
+
+def kb_sets(p):
+    a = p["abstain"]
+    return {"clinic": (p["voice"]["kb"], p["voice"]["queries"]),
+            "vet_clean": (a["transfer_kb"], a["transfer_queries"]["clean"]),
+            "vet_noisy": (a["transfer_kb"], a["transfer_queries"]["noisy"])}
+
+
+def kb_metrics(p, embedder) -> dict:
+    """``{set: {form: {mode: recall@1/3, mrr@10}}}`` on the clinic and vet KBs, every text embedded by ``embedder``."""
+    hc, out, indexes = config.hybrid_config(p), {}, {}
+    for name, (kb, qpath) in kb_sets(p).items():
+        if kb not in indexes:
+            passages = chunk_folder(ROOT / kb, allowed(p))
+            indexes[kb] = PassageIndex(passages, embedder.embed([x.text for x in passages]), hc)
+        index, queries = indexes[kb], load_queries(ROOT / qpath)
+        rules = config.rewrite_rules(p, index.passages)
+        out[name] = {}
+        for form, texts in (("raw", raw_queries(queries)), ("rewritten", rewrite_queries(queries, rules))):
+            vectors = embed_texts(texts, embedder)
+            out[name][form] = {mode: {m: v for m, v in retrieval_metrics(
+                queries, doc_runs(index, texts, mode, vectors), ks=(1, 3, 10)).items() if m in METRICS}
+                for mode in MODES}
+    return out
+
+
+def query_ms(embedders: dict, texts: list[str]) -> dict:
+    """``{name: {"p50", "p95"}}`` ms to embed one query, the models interleaved per text (same load for both)."""
+    times = {n: [] for n in embedders}
+    for e in embedders.values():
+        e.embed_one("warm up")
+    for t in texts:
+        for n, e in embedders.items():
+            t0 = time.perf_counter()
+            e.embed_one(t)
+            times[n].append(1000 * (time.perf_counter() - t0))
+    return {n: {"p50": round(statistics.median(v), 2), "p95": round(sorted(v)[int(0.95 * (len(v) - 1))], 2)}
+            for n, v in times.items()}
+
+
+def run():
+    p = params()
+    f = p["finetune"]
+    train = read_json(ROOT / f["metrics_dir"] / "train.json")
+    path = ROOT / f["model"]
+    if not path.exists():
+        raise InputError(f"{f['model']}: missing (stage finetune writes it; it is committed in git)")
+    sha = train["shipped"]["sha256"]
+    if hashlib.sha256(path.read_bytes()).hexdigest() != sha:
+        raise InputError(f"{f['model']}: sha256 differs from {f['metrics_dir']}/train.json shipped.sha256")
+    embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
+                 "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=sha)}
+    results = {"model": f["model"], "sha256": sha, "seed": train["shipped"]["seed"], "sets": {}}
+    for name, e in embedders.items():
+        results["sets"][name] = {"heysquad_report": report_half(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), e),
+                                 **kb_metrics(p, e)}
+    clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
+    results["query_embed_ms"] = query_ms(embedders, clinic)
+    write_json(ROOT / f["metrics_dir"] / "eval.json", results)
+    write_text(ROOT / f["metrics_dir"] / "eval.md", markdown(results))
+    print(markdown(results))
+
+
+def markdown(r) -> str:
+    s = r["sets"]
+    rows = []
+    for form in ("typed", "human", "machine"):
+        for mode in MODES:
+            a, b = (s[n]["heysquad_report"][form][mode] for n in ("packaged", "finetuned"))
+            rows.append([f"HeySQuAD report, {form}", "raw", mode, a["mrr@10"], b["mrr@10"], a["recall@1"], b["recall@1"]])
+    for name in ("clinic", "vet_clean", "vet_noisy"):
+        for form in ("raw", "rewritten"):
+            for mode in MODES:
+                a, b = (s[n][name][form][mode] for n in ("packaged", "finetuned"))
+                rows.append([name, form, mode, a["mrr@10"], b["mrr@10"], a["recall@1"], b["recall@1"]])
+    ms = r["query_embed_ms"]
+    return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one. Query embedding p50 "
+            f"{ms['packaged']['p50']} ms packaged, {ms['finetuned']['p50']} ms fine-tuned (one run, interleaved).\n\n"
+            + markdown_table(["set", "query", "mode", "MRR@10 packaged", "MRR@10 fine-tuned", "R@1 packaged",
+                              "R@1 fine-tuned"], rows))
+
+
+main(run)

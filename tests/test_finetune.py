@@ -1,0 +1,105 @@
+"""Fine-tuned retriever (issue 14): training pairs never touch the report half, the embedder loads another ONNX
+only with its sha256, and the committed fine-tuned model serves without PyTorch. The export itself (torch vs
+onnxruntime) needs the .[train] extra: marked ``train``, run by ``make test-train``."""
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.retrieval.embed import MiniLMEmbedder
+from rag.bench.heysquad import article_split
+from rag.train.pairs import training_pairs
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSAGES = [{"_id": "0_0", "article": 0, "text": "Warsaw paragraph."}, {"_id": "0_1", "article": 0, "text": "Chopin."},
+            {"_id": "1_0", "article": 1, "text": "Report paragraph."}, {"_id": "2_0", "article": 2, "text": "Rhine."}]
+QUERIES = [
+    {"id": "a", "relevant": ["0_0"], "answerable": True, "typed": "Where is Warsaw?", "human": "where is warsaw?",
+     "machine": "where is war saw"},
+    {"id": "b", "relevant": ["1_0"], "answerable": True, "typed": "Report?", "human": "report", "machine": "report"},
+    {"id": "c", "relevant": ["2_0"], "answerable": True, "typed": "How long is the Rhine?", "human": "how long is the rain",
+     "machine": "how long is the rhine?"},
+]
+
+
+def test_article_split_even_trains_odd_reports():
+    assert article_split(PASSAGES, QUERIES) == {"a": "train", "b": "report", "c": "train"}
+
+
+def test_article_split_names_a_query_with_an_unknown_paragraph():
+    with pytest.raises(KeyError, match="query x: gold paragraph '9_9'"):
+        article_split(PASSAGES, [{"id": "x", "relevant": ["9_9"]}])
+
+
+def test_pairs_hold_no_report_question_or_paragraph_and_drop_repeated_transcripts():
+    rows = training_pairs(PASSAGES, QUERIES, article_split(PASSAGES, QUERIES))
+    assert {r["id"] for r in rows} == {"a", "c"}
+    assert all(r["positive"] != "Report paragraph." for r in rows)
+    # "where is warsaw?" is the typed question lower-cased: kept once (as typed); "how long is the rhine?" likewise
+    assert [(r["id"], r["form"]) for r in rows] == [("a", "typed"), ("a", "machine"), ("c", "typed"), ("c", "human")]
+    assert rows[1] == {"id": "a", "form": "machine", "query": "where is war saw", "positive": "Warsaw paragraph."}
+
+
+def test_pairs_with_hard_negatives_use_another_paragraph_or_leave_the_row_out():
+    split = article_split(PASSAGES, QUERIES)
+    negatives = {"a": "0_1", "c": None}
+    rows = training_pairs(PASSAGES, QUERIES, split,
+                          hard_negative=lambda q, gold: negatives["a" if gold == "0_0" else "c"])
+    assert [r["negative"] for r in rows] == ["Chopin.", "Chopin."]
+    assert {r["id"] for r in rows} == {"a"}
+
+
+def test_pairs_name_the_query_that_lacks_a_form():
+    bad = [{**QUERIES[0], "human": ""}]
+    with pytest.raises(ValueError, match="query a: no 'human' text"):
+        training_pairs(PASSAGES, bad, {"a": "train"})
+
+
+def test_another_onnx_needs_its_sha256(tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="expected sha256"):
+        MiniLMEmbedder(model=model)
+    with pytest.raises(RuntimeError, match="sha256 differs"):
+        MiniLMEmbedder(model=model, sha256="0" * 64)
+
+
+def shipped():
+    train = json.loads((ROOT / "metrics/finetune/train.json").read_text())
+    return ROOT / train["shipped"]["path"], train["shipped"]["sha256"]
+
+
+def test_the_committed_fine_tuned_model_matches_its_recorded_sha256():
+    path, sha = shipped()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert path.stat().st_size < 25_000_000  # weight-only 8/4-bit, small enough for git
+
+
+def test_the_fine_tuned_model_embeds_and_still_ranks_the_clinic_sentence_first():
+    path, sha = shipped()
+    e = MiniLMEmbedder(model=path, sha256=sha)
+    q, refill, hours = e.embed(["How long does a refill take?", "Prescription refills are processed within 3 business "
+                                "days.", "We are open 8:30 to 6 on weekdays."])
+    assert q.shape == (384,) and abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+    assert q @ refill > q @ hours + 0.2
+
+
+@pytest.mark.train
+def test_export_matches_torch_and_the_quantised_copy_stays_close(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from rag.train.finetune import export_onnx, quantize_weights, start_weights
+
+    texts = ["how much is a flu shot", "A flu shot costs $30.", "what year was cassimir koloski born in warsaw",
+             "Prescription refills are processed within 3 business days."]
+    model = SentenceTransformer(str(start_weights()), device="cpu")
+    export_onnx(model, tmp_path / "fp32.onnx")
+    quantize_weights(tmp_path / "fp32.onnx", tmp_path / "q.onnx")
+    ref = model.encode(texts, normalize_embeddings=True)
+    for name, floor in (("fp32", 0.999), ("q", 0.99)):
+        f = tmp_path / f"{name}.onnx"
+        got = MiniLMEmbedder(model=f, sha256=hashlib.sha256(f.read_bytes()).hexdigest()).embed(texts)
+        assert (got * ref).sum(axis=1).min() >= floor, name
+    assert (tmp_path / "q.onnx").stat().st_size < 0.3 * (tmp_path / "fp32.onnx").stat().st_size
