@@ -7,6 +7,7 @@ rewritten). Modes dense and hybrid_phonetic. Also one query's embedding time (ms
 questions, both models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import hashlib
+import json
 import statistics
 import time
 
@@ -15,7 +16,7 @@ from rag import config
 from rag.bench.compare import markdown_table
 from rag.train.evaluate import report_half
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
-from rag.io import InputError, read_json, write_json, write_text
+from rag.io import InputError, write_json, write_text
 from rag.retrieval.chunk import chunk_folder
 from rag.retrieval.embed import MiniLMEmbedder
 from rag.retrieval.search import PassageIndex
@@ -68,7 +69,7 @@ def query_ms(embedders: dict, texts: list[str]) -> dict:
 def run():
     p = params()
     f = p["finetune"]
-    train = read_json(ROOT / f["metrics_dir"] / "train.json")
+    train = json.loads((ROOT / f["metrics_dir"] / "train.json").read_text(encoding="utf-8"))
     path = ROOT / f["model"]
     if not path.exists():
         raise InputError(f"{f['model']}: missing (stage finetune writes it; it is committed in git)")
