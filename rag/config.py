@@ -75,8 +75,8 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
 
 
 def hybrid_config(p: Mapping) -> HybridConfig:
-    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor, phonetic list, the dense
-    index (exact | hnsw and its m, ef_construction, ef_search)."""
+    """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor / engine, phonetic list,
+    the dense index (exact | hnsw and its m, ef_construction, ef_search)."""
     r = p["retrieval"]
     def num(key, kind=float):
         return number(p, "retrieval", key, kind)
@@ -88,7 +88,8 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         phonetic_weight=num("phonetic_weight"), phonetic_encoder=str(r["phonetic_encoder"]),
                         phonetic_ngram=num("phonetic_ngram", int), index=str(r["index"]),
                         hnsw=(number(p, "retrieval", "hnsw_m", int), number(p, "retrieval", "hnsw_ef_construction", int),
-                              number(p, "retrieval", "hnsw_ef_search", int)))
+                              number(p, "retrieval", "hnsw_ef_search", int)),
+                        bm25_engine=str(r["bm25_engine"]))
 
 
 def gate_retrieval(p: Mapping) -> dict:
@@ -100,7 +101,7 @@ def gate_retrieval(p: Mapping) -> dict:
     stop = sorted(words(p, "retrieval", "stopwords"))
     return {"rrf_k": h.rrf_k, "depth": h.depth, "weights": list(h.weights), "use_stopwords": bool(h.stopwords),
             "stopwords_sha256": hashlib.sha256("\n".join(stop).encode()).hexdigest()[:16],
-            "min_token_len": h.min_token_len, "bm25_floor": h.bm25_floor}
+            "min_token_len": h.min_token_len, "bm25_floor": h.bm25_floor, "bm25_engine": h.bm25_engine}
 
 
 def verify_rules(p: Mapping) -> VerifyRules:

