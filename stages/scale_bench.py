@@ -135,8 +135,9 @@ def run():
     rows += [[n, "hnsw", ef, f"{e['p50_ms']:.3f}", f"{e['p95_ms']:.3f}", f"{e['recall_at_10']:.3f}",
               f"{v['hnsw']['bytes'] / 2**20:.0f}", v["hnsw"]["build_s"]]
              for n, v in out["sizes"].items() if "hnsw" in v for ef, e in v["hnsw"]["ef_search"].items()]
-    rows += [[n, "pgvector", g["ef_search"], f"{g['p50_ms']:.3f}", f"{g['p95_ms']:.3f}", f"{g['recall_at_10']:.3f}", "",
-              g["load_and_build_s"]] for n, v in out["sizes"].items() if (g := v.get("pgvector"))]
+    rows += [[n, "pgvector", g["ef_search"], f"{g['p50_ms']:.3f}", f"{g['p95_ms']:.3f}", f"{g['recall_at_10']:.3f}",
+              f"{g['bytes'] / 2**20:.0f}" if "bytes" in g else "", g["load_and_build_s"]]
+             for n, v in out["sizes"].items() if (g := v.get("pgvector"))]
     fixture = [[name, index, f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}"]
                for name, by in out["fixture_recall"].items() for index, m in by.items()]
     write_text(ROOT / "metrics" / f"{section}.md",

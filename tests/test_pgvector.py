@@ -61,6 +61,7 @@ def test_reloading_replaces_the_rows(postgres_server, tmp_path, small_kb):
         store.load("k", kb.index.passages, kb.index.vectors)
         store.load("k", kb.index.passages[:2], kb.index.vectors[:2])
         assert store.count("k") == 2 and store.dense("k").top_k(kb.index.vectors[1], 5)[0][0] == 1
+        assert store.hnsw_bytes("k") >= 8192 and store.hnsw_bytes("never loaded") == 0  # at least one 8 KiB page
     finally:
         store.close()
 
@@ -72,6 +73,7 @@ def test_the_scale_bench_measures_pgvector_against_exact(postgres_server):
     both = paraphrase_variants(anchors, 520, 0.03)
     row = pgvector_rows(postgres_server.url, both[:500], both[500:], ef_search=64)
     assert row["recall_at_10"] >= 0.95 and row["p50_ms"] > 0 and row["load_and_build_s"] > 0
+    assert 500 * 384 * 4 <= row["bytes"] < 500 * 384 * 4 * 4  # the graph holds every float32 vector, plus links
 
 
 def test_the_clinic_and_vet_chains_say_the_same_through_pgvector(params, postgres_server, tmp_path):

@@ -154,6 +154,11 @@ def test_bm25s_engine_scores_by_hand_and_ranks_like_rank_bm25():
     assert sparse.top_k("refills on saturday", 2)[0][0] in (0, 1)
     np.testing.assert_array_equal(sparse.get_scores("zebra crossing"), np.zeros(4))  # no known token: no error
     np.testing.assert_array_equal(sparse.get_scores(""), np.zeros(4))
+    # passages with no token at all ("Yes." once stopwords are gone) are scored 0 on either engine, never a crash
+    for engine in ("rank_bm25", "bm25s"):
+        np.testing.assert_array_equal(BM25Index(["yes", "no"], lambda t: [], engine=engine).get_scores("yes"), [0, 0])
+        empty_one = BM25Index(["the cat", "", "a dog sat"], engine=engine)
+        assert empty_one.get_scores("cat dog")[1] == 0 and "\x00" not in empty_one.vocabulary
 
 
 def test_bm25_engine_setting_reaches_both_bm25_lists():

@@ -57,8 +57,8 @@ def compare(vectors: np.ndarray, queries: np.ndarray, m: int, ef_construction: i
 
 
 def pgvector_rows(url: str, vectors: np.ndarray, queries: np.ndarray, ef_search: int, k: int = 10) -> dict:
-    """pgvector's HNSW (`rag.retrieval.pgvector`) on the same passage set: load + index build seconds, query
-    p50/p95 ms (one query at a time, over a Unix socket) and recall@k against exact search."""
+    """pgvector's HNSW (`rag.retrieval.pgvector`) on the same passage set: load + index build seconds, the graph's
+    on-disk bytes, query p50/p95 ms (one query at a time, over a Unix socket) and recall@k against exact search."""
     from rag.retrieval.chunk import Passage
     from rag.retrieval.pgvector import PgVectorStore
 
@@ -67,10 +67,10 @@ def pgvector_rows(url: str, vectors: np.ndarray, queries: np.ndarray, ef_search:
         t0 = time.perf_counter()
         store.load("scale", [Passage(str(i), str(i), "") for i in range(len(vectors))], vectors)
         load_s = time.perf_counter() - t0
-        dense = store.dense("scale", ef_search)
+        dense, size = store.dense("scale", ef_search), store.hnsw_bytes("scale")
         truth = [{i for i, _ in DenseIndex(vectors).top_k(q, k)} for q in queries]
         found, t = _timed(lambda q: {i for i, _ in dense.top_k(q, k)}, queries)
     finally:
         store.close()
-    return {"ef_search": ef_search, "load_and_build_s": round(load_s, 2), "p50_ms": t["p50"], "p95_ms": t["p95"],
+    return {"ef_search": ef_search, "load_and_build_s": round(load_s, 2), "bytes": size, "p50_ms": t["p50"], "p95_ms": t["p95"],
             "recall_at_10": round(float(np.mean([len(f & g) / k for f, g in zip(found, truth)])), 4)}

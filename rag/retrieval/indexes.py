@@ -149,16 +149,19 @@ class BM25Index:
             raise ValueError(f"BM25 engine must be one of {BM25_ENGINES}, got {engine!r}")
         self.tokenize, self.engine, self.n = tokenize, engine, len(passages)
         docs = [tokenize(p) for p in passages]
+        self.vocabulary = frozenset(t for d in docs for t in d)
+        # Both divide by the mean length (and bm25s needs a word): a placeholder token for empty passages, never
+        # in a query (queries are matched against the vocabulary above).
+        docs = [d or ["\x00"] for d in docs]
         if engine == "bm25s":
             import bm25s
 
             self._sparse = bm25s.BM25(k1=k1, b=b)
             self._sparse.index(docs, show_progress=False)
             self._doc_tokens = [frozenset(d) for d in docs]
-        else:  # rank_bm25 divides by the mean length: keep a placeholder token for empty passages.
-            self._bm25 = BM25Okapi([d or ["\x00"] for d in docs], k1=k1, b=b)
+        else:
+            self._bm25 = BM25Okapi(docs, k1=k1, b=b)
             self._doc_tokens = self._bm25.doc_freqs
-        self.vocabulary = frozenset(t for d in docs for t in d)
 
     @functools.cached_property
     def postings(self) -> dict[str, frozenset[int]]:

@@ -87,6 +87,15 @@ class PgVectorStore:
         """Passages stored under ``kb`` (0: not loaded)."""
         return self.conn.execute("SELECT count(*) FROM kb_passages WHERE kb = %s", (kb,)).fetchone()[0]
 
+    def hnsw_bytes(self, kb: str) -> int:
+        """On-disk size of KB ``kb``'s HNSW graph (its partition's pgvector index; ``pg_relation_size``), bytes;
+        0 when the KB was never loaded."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class t JOIN pg_index i ON i.indrelid = t.oid "
+            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+            "WHERE t.relname = %s AND a.amname = 'hnsw'", (partition(kb),)).fetchone()
+        return int(row[0])
+
     def dense(self, kb: str, ef_search: int = 64) -> "PgDenseIndex":
         """The dense index of KB ``kb``; LookupError when it was never loaded (run ``rag index`` first)."""
         n = self.count(kb)
