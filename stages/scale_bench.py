@@ -9,7 +9,7 @@ from each index; BM25 at ``scale.bm25_sizes``: rank-bm25 (every passage scored p
 matrices). Not part of `make test`.
 
 Usage: ``python stages/scale_bench.py [SECTION]``: the settings are params.yaml's SECTION (default ``scale``, in
-`dvc repro`); stage scale_large runs it with ``scale_large`` (1M passages, pgvector at 100k: ~30 min, frozen).
+`dvc repro`); stage scale_large runs it with ``scale_large`` (1M passages, pgvector at 100k: ~12 min, frozen).
 Writes metrics/SECTION.json and metrics/SECTION.md.
 """
 import os
@@ -136,7 +136,7 @@ def run():
               f"{v['hnsw']['bytes'] / 2**20:.0f}", v["hnsw"]["build_s"]]
              for n, v in out["sizes"].items() if "hnsw" in v for ef, e in v["hnsw"]["ef_search"].items()]
     rows += [[n, "pgvector", g["ef_search"], f"{g['p50_ms']:.3f}", f"{g['p95_ms']:.3f}", f"{g['recall_at_10']:.3f}",
-              f"{g['bytes'] / 2**20:.0f}" if "bytes" in g else "", g["load_and_build_s"]]
+              f"{g['bytes'] / 2**20:.0f}", g["load_and_build_s"]]
              for n, v in out["sizes"].items() if (g := v.get("pgvector"))]
     fixture = [[name, index, f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}"]
                for name, by in out["fixture_recall"].items() for index, m in by.items()]
