@@ -196,15 +196,15 @@ def _warn(message: str) -> None:
 
 def _hear(path: str, p: dict, args):
     """The `rag.voice.asr.Transcript` of the audio file ``path`` with ``--asr`` or params.yaml ``speech.engine``
-    (``speech`` threads, beam_size, chunk_ms, language). A missing, undecodable or empty file, or an engine that
-    is not installed, raises InputError."""
+    (``speech`` threads, beam_size, chunk_ms, language, window_s). A missing, undecodable or empty file, or an
+    engine that is not installed, raises InputError."""
     from rag.io import InputError
     from rag.voice.asr import EngineUnavailable, transcribe
 
     s = p["speech"]
     try:
         return transcribe(path, args.asr or s["engine"], int(s["threads"]), int(s["beam_size"]), int(s["chunk_ms"]),
-                          s["language"], args.cache_dir)
+                          s["language"], args.cache_dir, float(s["window_s"]))
     except (FileNotFoundError, ValueError, EngineUnavailable) as e:
         raise InputError(str(e)) from None
 

@@ -32,7 +32,8 @@ STEPS = ("asr_ms", "chain_ms", "llm_first_token_ms", "llm_ms", "tts_first_audio_
 def turn(wav: str, p: dict, gate: Gate, url: str | None, kb, reply_wav: str) -> dict:
     """One spoken question from the end of its audio to the reply's first audio: the times of `STEPS` (ms)."""
     s = p["speech"]
-    heard = transcribe(wav, s["engine"], s["threads"], s["beam_size"], s["chunk_ms"], s["language"])
+    heard = transcribe(wav, s["engine"], s["threads"], s["beam_size"], s["chunk_ms"], s["language"],
+                       window_s=s["window_s"])
     t0 = time.perf_counter()
     final, row = answer_question(heard.text, p, gate, url, kb)
     chain_ms = (time.perf_counter() - t0) * 1000

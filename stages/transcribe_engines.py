@@ -55,7 +55,8 @@ def run():
             for name, by_id in wavs.items():
                 rows = []
                 for qid, path in by_id.items():
-                    tr = asr.transcribe(path, engine, s["threads"], s["beam_size"], s["chunk_ms"], s["language"])
+                    tr = asr.transcribe(path, engine, s["threads"], s["beam_size"], s["chunk_ms"], s["language"],
+                                        window_s=s["window_s"])
                     rows.append({"id": qid, "asr": tr.text, "audio_s": tr.audio_s, "decode_ms": tr.decode_ms,
                                  "first_partial_ms": tr.first_partial_ms})
                 write_jsonl(OUT / engine / f"{name}.jsonl", rows)

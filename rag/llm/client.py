@@ -1,7 +1,7 @@
 """Ask an OpenAI-compatible chat server (llama.cpp's llama-server) for a schema-bound answer.
 
-The reply must be JSON ``{"answer": str, "source": one of the retrieved doc ids or "none"}`` (voice
-track), or, with a `cited_schema`, ``{"answer": str, "citations": [labels or "none"]}`` (Korean track), or, with a
+The reply must be JSON ``{"source": one of the retrieved doc ids or "none", "answer": str}`` (voice
+track; the source comes first, so a model that declines says so in its first few tokens and the call stops there), or, with a `cited_schema`, ``{"answer": str, "citations": [labels or "none"]}`` (Korean track), or, with a
 `query_schema`, ``{"query": str}`` (query rewriting, `rag.llm.rewrite`).
 llama.cpp can accept a ``json_schema`` and still return unconstrained text with HTTP 200
 (llama.cpp issues #19051, #24097, #10732), so every reply is validated here; any fault comes back
@@ -10,6 +10,7 @@ as ``LLMReply.error`` (a short reason code) and never as an answer.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -33,6 +34,8 @@ ERRORS = ("unreachable", "busy", "connection_lost", "timeout", "http_error", "ba
 @dataclass
 class LLMReply:
     """One chat call. ``error`` is None only when ``answer``/``source`` passed client validation.
+    ``finish_reason`` "declined": the streamed reply began ``{"source": "none"``, and the call was closed there
+    (`DECLINED`); ``source`` is "none" and ``answer`` "" (the model said no document answers).
 
     first_token_ms / total_ms: wall-clock milliseconds from sending the request; ``timings`` is the
     server's own timing block (llama.cpp) or None.
@@ -54,14 +57,16 @@ class LLMReply:
 def answer_schema(doc_ids: Sequence[str], max_len: int, answer_enum: Sequence[str] | None = None) -> dict:
     """JSON schema of a reply: ``source`` is an enum of ``doc_ids`` + "none" (no duplicates);
     ``answer`` is a string of at most ``max_len`` characters, or, when ``answer_enum`` is given,
-    one of those strings (the model can then only choose a sentence, never write one)."""
+    one of those strings (the model can then only choose a sentence, never write one). ``source`` is the first
+    property (llama.cpp's grammar keeps the schema's order), so the model names its document before it answers and
+    a declining reply is recognised after a few tokens (`ask` stops there)."""
     sources = list(dict.fromkeys(list(doc_ids) + ["none"]))
     answer = {"type": "string", "enum": list(answer_enum)} if answer_enum else \
         {"type": "string", "minLength": 1, "maxLength": max_len}
     return {
         "type": "object",
-        "properties": {"answer": answer, "source": {"type": "string", "enum": sources}},
-        "required": ["answer", "source"],
+        "properties": {"source": {"type": "string", "enum": sources}, "answer": answer},
+        "required": ["source", "answer"],
         "additionalProperties": False,
     }
 
@@ -173,6 +178,8 @@ def validate(content: str, schema: dict) -> tuple[str | None, str | None, str | 
     return answer, source, None, ""
 
 
+# The start of a streamed `answer_schema` reply whose source is "none": nothing after it can be said.
+DECLINED = re.compile(r'\s*\{\s*"source"\s*:\s*"none"')
 CONNECT_S = 2.0  # longest wait for a TCP connection (loopback or LAN); longer means nobody is listening in time
 BUSY_STATUSES = (429, 503)  # llama.cpp: 503 while loading / when it has no free slot; 429: a proxy's rate limit
 
@@ -210,6 +217,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     if model:
         body["model"] = model
     parts: list[str] = []
+    may_decline = next(iter(schema["properties"])) == "source"
     connect_s = min(CONNECT_S, budget)
     responded = False
     watchdog: _Watchdog | None = None
@@ -249,6 +257,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                             reply.first_token_ms = (time.perf_counter() - start) * 1000
                         parts.append(piece)
                     reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
+                if may_decline and len(parts) <= 16 and DECLINED.match("".join(parts)):
+                    reply.finish_reason = "declined"  # leaving the with-block closes the socket: llama.cpp stops
+                    break
     except requests.ConnectTimeout as e:
         reply.error = "timeout" if connect_s >= budget else "unreachable"
         reply.detail = str(e)[:200]
@@ -275,6 +286,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         reply.error = "timeout"
         reply.detail = f"cancelled at the deadline ({budget:.2f} s budget){'; ' + reply.detail if reply.detail else ''}"
     if reply.error:
+        return _done(reply, start)
+    if reply.finish_reason == "declined":
+        reply.answer, reply.source = "", "none"
         return _done(reply, start)
     if reply.finish_reason == "length":
         reply.error, reply.detail = "truncated", f"finish_reason length at max_tokens={max_tokens}"

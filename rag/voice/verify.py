@@ -285,10 +285,10 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
     and yes/no checks. reason is "ok" or one of `REASONS`; an answer with no number and no content word
     (punctuation, a filler) other than a bare yes/no is ``empty_answer``.
     """
+    if source == "none":  # before the answer: a declined reply (`rag.llm.client.DECLINED`) carries none
+        return False, "source_none"
     if not answer or not answer.strip():
         return False, "empty_answer"
-    if source == "none":
-        return False, "source_none"
     if source not in retrieved:
         return False, "source_not_retrieved"
     if source not in kb:
