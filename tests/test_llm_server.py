@@ -37,7 +37,10 @@ def test_json_valid_and_source_in_enum(params, fixture_set):
         assert r["error"] is None, (r["id"], r["error"], r["detail"])
         assert r["source"] in r["retrieved"] + ["none"]
         assert r["first_token_ms"] > 0 and r["total_ms"] >= r["first_token_ms"]
-        assert r["timings"]["predicted_n"] > 0
+        if r["source"] == "none":  # declined: the call was closed after the source (no server timings then)
+            assert r["answer"] == "" and r["timings"] is None, r
+        else:
+            assert r["answer"] and r["timings"]["predicted_n"] > 0, r
 
 
 def test_killing_the_server_mid_run_says_nothing_unverified(params, fixture_set):

@@ -30,6 +30,7 @@ def test_source_checks():
     assert verify("We are closed.", "kb-hours", ["kb-labs"], KB) == (False, "source_not_retrieved")
     assert verify("We are closed.", "none", ALL, KB) == (False, "source_none")
     assert verify("  ", "kb-hours", ALL, KB) == (False, "empty_answer")
+    assert verify("", "none", ALL, KB) == (False, "source_none")  # a declined reply (rag.llm.client.DECLINED)
     assert verify("We are closed.", "kb-gone", ["kb-gone"], KB) == (False, "source_unknown")
 
 
