@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rag.__main__ import main
-from rag.eval.wer import wer, wer_words, word_errors
+from rag.eval.wer import cer, cer_chars, wer, wer_words, word_errors
 from rag.io import read_jsonl
 from rag.voice import asr
 from rag.voice.tts import speak
@@ -62,6 +62,44 @@ def test_bad_audio_and_engines_raise(tmp_path):
 def test_transcripts_are_normalised_like_the_fixtures():
     assert asr.normalize_hyp(" What's open at 9 a.m., Saturday?") == "WHAT'S OPEN AT 9 A M SATURDAY"
     assert asr.normalize_hyp("'quoted' -- ") == "QUOTED"
+    assert asr.normalize_hyp("서울에서 부산까지, 몇 km?") == "서울에서 부산까지 몇 KM"  # whisper-base's Korean stays
+    assert asr.normalize_hyp("snake_case") == "SNAKE CASE"
+
+
+def test_the_encoder_window_is_a_setting_and_long_audio_is_still_heard(tmp_path):
+    """A 10 s and a 30 s window hear the committed question alike; 31 s of audio (beyond one window) goes through
+    faster-whisper's seeking decoder and is heard whole; a window outside 1..30 s is refused."""
+    assert asr.transcribe(WAV, "whisper-tiny.en", window_s=30).text == HEARD
+    assert asr.transcribe(WAV, "whisper-tiny.en", window_s=10).text == HEARD
+    with wave.open(str(WAV)) as w:
+        pcm = w.readframes(w.getnframes())
+    long = tmp_path / "long.wav"  # the question, 29 s of silence, the question again: two 30 s windows
+    with wave.open(str(long), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+        w.writeframes(pcm + b"\0\0" * 16000 * 29 + pcm)
+    t = asr.transcribe(long, "whisper-tiny.en")
+    assert t.audio_s > 30 and t.text == f"{HEARD} {HEARD}", t.text
+    for bad in (0.5, 31):
+        with pytest.raises(ValueError, match="window_s must be within 1..30"):
+            asr.transcribe(WAV, "whisper-tiny.en", window_s=bad)
+
+
+def test_cer_counts_characters_without_spaces_or_punctuation():
+    assert cer_chars("서울 에서, 부산!") == list("서울에서부산")
+    assert cer([("서울에서 부산까지", "서울애서부산 까지")]) == {"cer": 0.125, "errors": 1, "chars": 8}
+    assert cer([("가나", "가나다라")]) == {"cer": 1.0, "errors": 2, "chars": 2}  # insertions can pass 1
+    assert cer([]) == {"cer": 0.0, "errors": 0, "chars": 0}
+
+
+def test_espeak_says_what_is_missing(tmp_path, monkeypatch):
+    from rag.voice.speech import espeak
+
+    with pytest.raises(ValueError, match="empty"):
+        espeak("  ", tmp_path / "a.wav", "ko")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no espeak-ng on it
+    with pytest.raises(RuntimeError, match="apt-get install -y espeak-ng"):
+        espeak("안녕하세요", tmp_path / "a.wav", "ko")
+    assert not (tmp_path / "a.wav").exists()
 
 
 def test_wer_reads_number_words_and_digits_alike():

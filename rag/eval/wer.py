@@ -1,4 +1,4 @@
-"""Word error rate of a transcript against what was said.
+"""Word (and character) error rate of a transcript against what was said.
 
 Both sides are put in the same form first (`wer_words`): `rag.voice.asr.normalize_hyp` (punctuation removed
 except in-word apostrophes), lower case, and number words read as digits with `rag.voice.numbers` ("nine a.m."
@@ -38,3 +38,21 @@ def wer(pairs: Iterable[tuple[str, str]], rules: RewriteRules = DEFAULT_RULES) -
         errors += word_errors(ref, wer_words(heard, rules))
         words += len(ref)
     return {"wer": round(errors / words, 6) if words else 0.0, "errors": errors, "words": words}
+
+
+def cer_chars(text: str) -> list[str]:
+    """``text`` as the characters CER compares: `normalize_hyp` (punctuation removed, letters of any script and
+    digits kept), lower case, spaces dropped (Korean spacing varies between writers and recognisers)."""
+    return [c for c in normalize_hyp(text).lower() if not c.isspace()]
+
+
+def cer(pairs: Iterable[tuple[str, str]]) -> dict:
+    """``{cer, errors, chars}`` over ``(said, heard)`` pairs: character errors (Levenshtein over `cer_chars`)
+    summed over the pairs / characters said, the usual measure for Korean, whose words are not a recogniser's
+    unit; can exceed 1 when a recogniser writes more than was said. 0.0 when nothing was said."""
+    errors = chars = 0
+    for said, heard in pairs:
+        ref = cer_chars(said)
+        errors += word_errors(ref, cer_chars(heard))
+        chars += len(ref)
+    return {"cer": round(errors / chars, 6) if chars else 0.0, "errors": errors, "chars": chars}

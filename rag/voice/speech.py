@@ -59,6 +59,23 @@ def synthesize(text: str, wav_path: str | Path, samprate: int = 16000) -> Path:
     return wav_path
 
 
+def espeak(text: str, wav_path: str | Path, voice: str, rate_wpm: int = 175) -> Path:
+    """Speak ``text`` with espeak-ng's formant voice ``voice`` (e.g. "ko"; Debian package ``espeak-ng``) at
+    ``rate_wpm`` words a minute into ``wav_path`` (espeak-ng's 22,050 Hz mono 16-bit WAV). The only offline Korean
+    voice found (no piper or PyPI voice speaks Korean): robotic, so recognisers hear it poorly. Raises RuntimeError
+    when espeak-ng is missing or fails, ValueError for empty text."""
+    if not text.strip():
+        raise ValueError("nothing to say: the text is empty")
+    try:
+        p = subprocess.run(["espeak-ng", "-v", voice, "-s", str(int(rate_wpm)), "-w", str(wav_path), text],
+                           capture_output=True, text=True)
+    except FileNotFoundError:
+        raise RuntimeError("espeak-ng is not installed (Debian: apt-get install -y espeak-ng)") from None
+    if p.returncode != 0:
+        raise RuntimeError(f"espeak-ng -v {voice} failed: {p.stderr.strip()}")
+    return Path(wav_path)
+
+
 def add_pink_noise(in_wav: str | Path, out_wav: str | Path, snr_db: float) -> Path:
     """Mix pink noise into ``in_wav`` at ``snr_db`` dB below the speech RMS; write ``out_wav``.
 
