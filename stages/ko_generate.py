@@ -119,7 +119,7 @@ def run() -> None:
     calls = [x for x in call_ms if x is not None]
     meta = {"questions": len(sample), "seed": g["seed"], "calls": len(rows), "runtime_s": runtime,
             "llm_call_ms_mean": round(sum(calls) / len(calls), 1) if calls else 0.0,
-            "llm": p["llm"]["url"] or "packaged SmolLM2-135M-Instruct Q4_1 (llama.cpp, local)",
+            "llm": p["llm"]["url"] or f"packaged {p['llm']['local_model']} (llama.cpp, local; rag.llm.registry)",
             "retriever": f"BM25 (k1={k1}, b={b}) over {korean.tokenizer_version('kiwi')}, "
                          f"index_title={ko['index_title']}, all {len(passages)} passages",
             "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"]}
