@@ -49,24 +49,25 @@ def run() -> None:
     pids = [x["_id"] for x in passages]
     index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], korean.kiwi_tokens,
                       k1=p["ko_gen"]["bm25_k1"], b=ko["bm25_b"])
-    rows, heard = [], {}
+    rows, heard, rankings = [], {}, {"typed": {}, "heard": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for n, q in enumerate(sample, 1):
             wav = espeak(q["text"], Path(tmp) / "q.wav", spoken["voice"], spoken["rate_wpm"])
             tr = transcribe(wav, "whisper-base", s["threads"], s["beam_size"], s["chunk_ms"], "ko",
                             window_s=s["window_s"])
             heard[q["_id"]] = tr.text
-            typed_rank = rank(index.top_k(q["text"], DEPTH), pids, qrels[q["_id"]])
-            heard_rank = rank(index.top_k(tr.text, DEPTH), pids, qrels[q["_id"]]) if tr.text else None
+            rankings["typed"][q["_id"]] = index.top_k(q["text"], DEPTH)
+            rankings["heard"][q["_id"]] = index.top_k(tr.text, DEPTH) if tr.text else []
+            typed_rank = rank(rankings["typed"][q["_id"]], pids, qrels[q["_id"]])
+            heard_rank = rank(rankings["heard"][q["_id"]], pids, qrels[q["_id"]])
             rows.append({"id": q["_id"], "cer": cer([(q["text"], tr.text)])["cer"], "audio_s": tr.audio_s,
                          "decode_ms": tr.decode_ms, "rank_typed": typed_rank, "rank_heard": heard_rank})
             print(f"[{n}/{len(sample)}] {q['_id']}: CER {rows[-1]['cer']:.2f}, gold at {typed_rank} typed, "
                   f"{heard_rank} heard", flush=True)
     gold = {q["_id"]: qrels[q["_id"]] for q in sample}
     metrics = {}
-    for form, texts in (("typed", {q["_id"]: q["text"] for q in sample}), ("heard", heard)):
-        rankings = {qid: index.top_k(t, DEPTH) if t else [] for qid, t in texts.items()}
-        m = evaluate_run(gold, to_run(rankings, pids), KS)
+    for form, by_id in rankings.items():
+        m = evaluate_run(gold, to_run(by_id, pids), KS)
         metrics[form] = {k: round(m[k], 4) for k in ("recall@1", "hit@5", "mrr@10")}
     result = {"questions": len(sample), "split": "test", "tts": f"espeak-ng {spoken['voice']} {spoken['rate_wpm']} wpm",
               "asr": "whisper-base (ko)", "retriever": f"bm25_kiwi k1={p['ko_gen']['bm25_k1']}",
