@@ -171,6 +171,28 @@ def test_decide_rejects_a_verbatim_sentence_that_does_not_answer(clinic):
     assert (out["status"], out["say"]) == ("llm", "A flu shot costs $30.")
 
 
+def test_a_judge_replaces_a_wrong_llm_answer_under_the_rules_pick(clinic):
+    """Under ``select.design: rules`` (no scorer) the verifier alone says the stub's "A regular visit lasts 20
+    minutes." for a yearly physical; with ``judge`` (``select.judge``) it is replaced by the rules pick, the yearly
+    physical's sentence, and the right answer from the model is still said as the model wrote it."""
+    from rag.voice.answer import AnswerSettings, decide
+    from rag.voice.selection import load_scorer
+
+    kb, sentences, emb = clinic
+    q = "how long is a yearly physical"
+    row = {"id": "x", "query": q, "retrieved": ["kb-appointments"], "gated": False, "error": None,
+           "answer": "A regular visit lasts 20 minutes.", "source": "kb-appointments"}
+    v = emb.embed_one(q)
+    alone = decide(row, kb, v, AnswerSettings(), sentences=sentences)
+    assert (alone["status"], alone["reason"]) == ("llm", "verified")
+    judge = load_scorer("mlp", ROOT / "models")
+    out = decide(row, kb, v, AnswerSettings(), sentences=sentences, judge=judge)
+    assert (out["status"], out["say"]) == ("extractive", "A yearly physical lasts 40 minutes.")
+    assert out["reason"] in ("does_not_answer", "weaker_than_extractive")
+    right = dict(row, answer="A yearly physical lasts 40 minutes.")
+    assert decide(right, kb, v, AnswerSettings(), sentences=sentences, judge=judge)["status"] == "llm"
+
+
 def test_the_issues_stub_llm_answer_is_replaced_by_a_scorer(clinic):
     """The issue's stub LLM says "A regular visit lasts 20 minutes." for "how long is a yearly physical": the
     verifier alone lets it through; every learned design replaces it (the KB's yearly-physical sentence scores higher)."""

@@ -168,7 +168,8 @@ def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs:
 
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
            rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
-           scorer: AnswerScorer | None = None, said: frozenset[str] = frozenset()) -> dict:
+           scorer: AnswerScorer | None = None, said: frozenset[str] = frozenset(),
+           judge: AnswerScorer | None = None) -> dict:
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
 
     said: what the caller already heard for the turn this one follows up (`rag.voice.pipeline.answer_turn`):
@@ -178,11 +179,13 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     sentences: the KB's `SentenceIndex`, built once at index time; None splits and embeds the retrieved
     documents now (the query-time path: ~10x slower a turn on long paragraphs, see bench.json).
     scorer: the learned answer selection (`rag.voice.selection.AnswerScorer`); None keeps the table-driven pick.
+    judge: the learned scorer that checks LLM answers when ``scorer`` is None (params ``select.judge``); with a
+    scorer, the scorer judges. None (and no scorer): the verifier alone.
 
     A gated row says the refusal. An LLM answer is said as is when it passes `rag.voice.verify.verify` and, with a
-    scorer, answers the question (`answer_score` >= ``scorer.min_score``, reason ``does_not_answer`` otherwise)
-    at least as well as the extractive pick (``weaker_than_extractive`` otherwise): with the LLM on, nothing worse
-    than the LLM-off pick is said. Anything else is replaced by `extractive`, or by the refusal when no sentence
+    judge, answers the question (`answer_score` >= ``judge.min_score``, reason ``does_not_answer`` otherwise)
+    at least as well as the extractive pick, scored by the same judge (``weaker_than_extractive`` otherwise): with
+    the LLM on, nothing the judge ranks below the LLM-off pick is said. Anything else is replaced by `extractive`, or by the refusal when no sentence
     agrees with the query, the pick's cosine is below ``settings.min_sentence_cosine`` (without a scorer) or its
     score is below ``scorer.min_score`` (``no_sentence_answers``: the scorer's part of the gate).
     ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
@@ -208,13 +211,19 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
         ok, reason = verify(row["answer"], row["source"], row["retrieved"], kb, row["query"], rules)
         if ok and row["answer"] in said:
             ok, reason = False, "repeats_earlier_answer"
-        if ok and scorer is not None:
+        judge = scorer if scorer is not None else judge
+        if ok and judge is not None:
             fallback = pick()
-            score = answer_score(row["answer"], row["source"], row["query"], vector, row["retrieved"], sentences,
-                                 scorer, rules)
-            if score < scorer.min_score:
+
+            def judged(answer: str, source: str) -> float:
+                return round(answer_score(answer, source, row["query"], vector, row["retrieved"], sentences, judge,
+                                          rules), 6)  # Extract.score is rounded to 6
+
+            score = judged(row["answer"], row["source"])
+            if score < judge.min_score:
                 ok, reason = False, "does_not_answer"
-            elif fallback is not None and round(score, 6) < fallback.score:  # Extract.score is rounded to 6
+            elif fallback is not None and score < (fallback.score if scorer is not None
+                                                    else judged(fallback.sentence, fallback.doc)):
                 ok, reason = False, "weaker_than_extractive"
         if ok:
             return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",

@@ -151,16 +151,24 @@ def step_answer(index: PassageIndex, queries: Sequence[dict], kb: Mapping[str, s
 
 def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str, str], p: Mapping,
                tau: float, sentences: SentenceIndex | None = None,
-               scorer: AnswerScorer | None = None) -> tuple[list[dict], dict]:
+               scorer: AnswerScorer | None = None, judge: AnswerScorer | None = None) -> tuple[list[dict], dict]:
     """Verify or replace every answer; returns (final.jsonl rows, final metrics; for unlabelled queries only the
     status and reason counts, `rag.eval.scoring.status_counts`). ``sentences``: the KB's
     precomputed `SentenceIndex` (the embed_sentences stage's); None builds it from ``kb`` here, once.
-    ``scorer``: the learned answer selection (`rag.voice.answer.decide`); None: the table-driven pick."""
+    ``scorer``: the learned answer selection (`rag.voice.answer.decide`); None: the table-driven pick. ``judge``:
+    the learned scorer that checks LLM answers when ``scorer`` is None (``select.judge``, `load_judge`)."""
     settings, rules = config.answer_settings(p, tau), config.verify_rules(p)
     sentences = sentences or SentenceIndex.build(kb)
     vectors = embed_texts({a["id"]: a["query"] for a in answers})
-    rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences, scorer) for a in answers]
+    rows = [decide(a, kb, vectors[a["id"]], settings, rules, sentences, scorer, judge=judge) for a in answers]
     return rows, final_metrics(queries, rows, kb) if is_labelled(queries) else status_counts(rows)
+
+
+def load_judge(p: Mapping) -> AnswerScorer | None:
+    """The shipped scorer of ``select.judge`` from ``select.model_dir`` (`rag.voice.selection.load_scorer`): it
+    checks every LLM answer when ``select.design`` is ``rules`` (None for ``rules``: the verifier alone). Raises
+    ValueError for an unknown design, InputError for a missing or bad model file."""
+    return load_scorer(p["select"]["judge"], p["select"]["model_dir"])
 
 
 def latency_metrics(answers: Sequence[dict]) -> dict:
@@ -198,7 +206,8 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     score = gate_function(gate, kb.index, p)(text, vector)
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline)
     scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
-    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said), row
+    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said,
+                  load_judge(p)), row
 
 
 def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
@@ -257,7 +266,7 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     from rag.retrieval.kb_cache import open_kb
 
     config.check(p)
-    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
+    scorer, judge = load_scorer(p["select"]["design"], p["select"]["model_dir"]), load_judge(p)
     queries = load_queries(queries_path)
     labelled = is_labelled(queries)
     if gate is None and not labelled:
@@ -279,7 +288,7 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     scores = gate.scores(signals)
     with llm_url(p, warn) as url:
         answers = step_answer(kb.index, queries, kb.docs, p, gate.tau, url, scores, progress)
-    final_rows, final = step_final(answers, queries, kb.docs, p, gate.tau, kb.sentences, scorer)
+    final_rows, final = step_final(answers, queries, kb.docs, p, gate.tau, kb.sentences, scorer, judge)
     asr = {q["id"]: q["asr"] for q in queries}
     rows = [{"id": a["id"], "asr": asr[a["id"]], "query": a["query"],
              "retrieved": [[d, s] for d, s in zip(a["retrieved"], a["retrieved_scores"])],
