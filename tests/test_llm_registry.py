@@ -149,6 +149,17 @@ def test_a_re_encoding_with_another_hash_leaves_nothing(tmp_path, monkeypatch):
     assert list((tmp_path / "models").iterdir()) == []
 
 
+def test_without_gguf_py_the_q8_model_is_missing_not_a_crash(tmp_path, monkeypatch):
+    """A hand-made environment without gguf-py: ModelMissing (the chain's fallback catches it) naming the pip
+    command, and no file left behind."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf raises ImportError
+    with pytest.raises(ModelMissing, match="pip install gguf==0.19.0"):
+        registry.model_path("smollm2-135m-q8", tmp_path)
+    assert list((tmp_path / "models").iterdir()) == []
+
+
 @pytest.mark.heavy_llm
 def test_real_qwen_is_assembled_and_checked():
     path = registry.model_path("qwen2.5-coder-1.5b")

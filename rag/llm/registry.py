@@ -138,8 +138,13 @@ def requantize(src: Path, dest: str | Path, type_name: str) -> dict[str, int]:
     """Write ``src`` (a .gguf) to ``dest`` with every quantised weight tensor dequantised and quantised again as
     ``type_name`` (a `gguf.GGMLQuantizationType` name, e.g. "Q8_0"), by gguf-py (`gguf.quants`); float tensors
     and every metadata key are copied as they are. Returns ``{"<from> -> <to>": tensor count}``. Deterministic
-    (numpy, no threads): the same input gives the same bytes. Raises KeyError for an unknown type name."""
-    import gguf
+    (numpy, no threads): the same input gives the same bytes. Raises KeyError for an unknown type name,
+    ModelMissing (with the pip command) when gguf-py is not installed."""
+    try:
+        import gguf
+    except ImportError:
+        raise ModelMissing(f"re-encoding {src.name} needs gguf-py, not installed: pip install gguf==0.19.0 "
+                           "(a core dependency: make installs it)") from None
     import numpy as np
 
     target = gguf.GGMLQuantizationType[type_name]

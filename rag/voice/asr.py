@@ -233,8 +233,6 @@ def _whisper_window(audio: np.ndarray, model, beam_size: int, language: str | No
     prompt (start of transcript, language, task, no timestamps), the suppressed tokens and the 448-token limit
     are faster-whisper's (`faster_whisper.transcribe.get_suppressed_tokens`)."""
     import ctranslate2
-    from faster_whisper.tokenizer import Tokenizer
-    from faster_whisper.transcribe import get_suppressed_tokens
 
     features = model.feature_extractor(audio)  # (n_mels, frames), 100 frames a second
     frames = min(int(WHISPER_WINDOW_S * 100), max(int(round(window_s * 100)), features.shape[1]))
@@ -242,10 +240,19 @@ def _whisper_window(audio: np.ndarray, model, beam_size: int, language: str | No
     x = np.zeros((1, features.shape[0], frames), np.float32)
     n = min(frames, features.shape[1])
     x[0, :, :n] = features[:, :n]
-    tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
-                          language=language if model.model.is_multilingual else None)
-    result = model.model.generate(ctranslate2.StorageView.from_array(x),
-                                  [list(tokenizer.sot_sequence) + [tokenizer.no_timestamps]],
-                                  beam_size=beam_size, max_length=448, suppress_blank=True,
-                                  suppress_tokens=list(get_suppressed_tokens(tokenizer, [-1])))
+    tokenizer, prompt, suppressed = _whisper_prompt(model, language if model.model.is_multilingual else None)
+    result = model.model.generate(ctranslate2.StorageView.from_array(x), [prompt], beam_size=beam_size,
+                                  max_length=448, suppress_blank=True, suppress_tokens=suppressed)
     return tokenizer.decode(result[0].sequences_ids[0])
+
+
+@functools.lru_cache(maxsize=8)
+def _whisper_prompt(model, language: str | None) -> tuple:
+    """``(tokenizer, prompt token ids, suppressed token ids)`` of faster-whisper ``model`` for ``language``
+    (None: an English-only model), built once per model and language (~5 ms each)."""
+    from faster_whisper.tokenizer import Tokenizer
+    from faster_whisper.transcribe import get_suppressed_tokens
+
+    tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language)
+    return (tokenizer, list(tokenizer.sot_sequence) + [tokenizer.no_timestamps],
+            list(get_suppressed_tokens(tokenizer, [-1])))
