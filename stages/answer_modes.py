@@ -1,7 +1,7 @@
 """Stage answer_modes: answer.mode free vs choose in one run -> metrics/voice/answer_modes.json."""
 import copy
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, gate_scores, main, params, voice_index
+from common import ROOT, VOICE_DATA, VOICE_METRICS, answer_judge, answer_scorer, gate_scores, main, params, voice_index
 from rag.retrieval.chunk import load_kb
 from rag.voice.quarantine import allowed
 from rag.io import read_jsonl, write_json
@@ -15,7 +15,7 @@ def run():
     kb, index = load_kb(ROOT / p["voice"]["kb"], allowed(p)), voice_index(p)
     gate, scores = gate_scores(read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "signals")))
     tau = gate.tau
-    scorer, judge = answer_scorer(p), answer_scorer(p, p["select"]["judge"])  # as shipped
+    scorer, judge = answer_scorer(p), answer_judge(p)  # as shipped
     out = {}
     with llm_url(p) as url:
         for mode in ("free", "choose"):

@@ -1,6 +1,6 @@
 """Stage final: verify each answer (and check it answers: the learned `select.design`, or `select.judge` under
 rules), fall back to an extractive sentence -> final.jsonl, final.json."""
-from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_judge, answer_scorer, main, params
 from rag.retrieval.chunk import load_kb
 from rag.voice.quarantine import allowed
 from rag.voice.gate import Gate
@@ -17,7 +17,7 @@ def run():
     sentences = SentenceIndex.load(VOICE_DATA / "sentences.jsonl", VOICE_DATA / "sentences.npy")
     rows, metrics = step_final(answers, load_queries(ROOT / p["voice"]["queries"]),
                                load_kb(ROOT / p["voice"]["kb"], allowed(p)), p, tau, sentences,
-                               answer_scorer(p), answer_scorer(p, p["select"]["judge"]))
+                               answer_scorer(p), answer_judge(p))
     write_jsonl(VOICE_DATA / "final.jsonl", rows)
     write_json(VOICE_METRICS / "final.json", metrics)
 

@@ -14,7 +14,8 @@ and selection.md.
 import json
 import time
 
-from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_scorer, main, params, selection_answers
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_judge, answer_scorer, main, params
+from selection_sets import selection_answers
 from rag.voice import selection
 from rag.bench.compare import markdown_table
 from rag.io import read_jsonl, write_json, write_text
@@ -53,12 +54,12 @@ def run():
                 if name.startswith("near_miss") else {k: m[k] for k in KEYS} | {"n_llm": m["n_llm"]})
 
     out, sweep = {}, {}
-    judges = {d: answer_scorer(p, d) for d in selection.DESIGNS}
+    judge, judges = answer_judge(p), {d: answer_scorer(p, d) for d in selection.DESIGNS}
     for design in selection.DESIGNS:
         scorer = judges[design]
         res = {name: said(answers[name], name, scorer) for name in runs}
         # LLM on: a learned design judges the LLM answers itself; rules leaves it to select.judge
-        res |= {f"{name}_llm_on": said(llm[name], name, scorer, judges[s["judge"]]) for name in runs}
+        res |= {f"{name}_llm_on": said(llm[name], name, scorer, judge) for name in runs}
         out[design] = res
         if scorer is not None:  # the whole trade-off: every min_score of the grid on every set
             shipped, sweep[design] = scorer.min_score, {}

@@ -6,7 +6,8 @@ stage so that `dvc exp run -S select.judge=...` re-judges the same replies witho
 """
 import time
 
-from common import VOICE_DATA, main, params, selection_answers
+from common import VOICE_DATA, main, params
+from selection_sets import selection_answers
 from rag.io import write_jsonl
 from rag.voice.pipeline import llm_url
 

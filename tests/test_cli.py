@@ -116,6 +116,8 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("verify", "answer_types", {"time": {"cues": "what time", "pattern": "pm"}}, "time.cues must be a non-empty list"),
     ("answer", "min_sentence_cosine", "high", "answer.min_sentence_cosine must be a number, got 'high'"),
     ("verify", "min_coverage", None, "verify.min_coverage must be a number, got None"),
+    ("select", "judge", "gpt", "select.judge must be one of ('rules', 'linear', 'mlp', 'cross'), got 'gpt'"),
+    ("select", "design", "best", "select.design must be one of ('rules', 'linear', 'mlp', 'cross'), got 'best'"),
 ])
 def test_bad_params_fail_before_any_llm_call(small_kb, tmp_path, capsys, params, section, key, value, message):
     # A tester found these reported only after every LLM call had been made.

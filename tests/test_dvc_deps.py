@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def imported_modules(path: Path) -> set[str]:
-    """The rag.* and stage-local (common) modules a file imports anywhere (module level or inside functions)."""
+    """The rag.* and stage-local modules a file imports anywhere (module level or inside functions)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -20,9 +20,10 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def module_file(name: str) -> Path | None:
-    """The file of a rag.* module (a package's __init__.py) or of stages/common.py; None for anything else."""
-    if name == "common":
-        return ROOT / "stages" / "common.py"
+    """The file of a rag.* module (a package's __init__.py) or of a stage-local module (stages/common.py,
+    stages/selection_sets.py); None for anything else."""
+    if (ROOT / "stages" / f"{name}.py").is_file():
+        return ROOT / "stages" / f"{name}.py"
     if name != "rag" and not name.startswith("rag."):
         return None
     base = ROOT / Path(*name.split("."))

@@ -13,7 +13,7 @@ import numpy as np
 
 from rag.llm.client import LLMReply, answer_schema, ask, build_messages
 from rag.retrieval.chunk import Passage
-from rag.retrieval.search import HybridConfig, PassageIndex
+from rag.retrieval.search import MODES, HybridConfig, PassageIndex
 from rag.voice.selection import AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
 from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, slots_conflict,
@@ -48,6 +48,8 @@ class AnswerSettings:
                              f"{self.deadline_s} and {self.reserve_s}")
         if not -1.0 <= self.min_sentence_cosine <= 1.0:
             raise ValueError(f"answer.min_sentence_cosine is a cosine, in [-1, 1]; got {self.min_sentence_cosine}")
+        if self.mode not in MODES:
+            raise ValueError(f"unknown retrieval mode {self.mode!r}; expected one of {MODES}")
         if self.answer_mode not in ("free", "choose"):
             raise ValueError(f"answer.mode must be free or choose, got {self.answer_mode!r}")
 

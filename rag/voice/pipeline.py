@@ -168,7 +168,7 @@ def load_judge(p: Mapping) -> AnswerScorer | None:
     """The shipped scorer of ``select.judge`` from ``select.model_dir`` (`rag.voice.selection.load_scorer`): it
     checks every LLM answer when ``select.design`` is ``rules`` (None for ``rules``: the verifier alone). Raises
     ValueError for an unknown design, InputError for a missing or bad model file."""
-    return load_scorer(p["select"]["judge"], p["select"]["model_dir"])
+    return load_scorer(p["select"]["judge"], p["select"]["model_dir"], "select.judge")
 
 
 def latency_metrics(answers: Sequence[dict]) -> dict:

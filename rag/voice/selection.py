@@ -402,12 +402,12 @@ def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sent
     return cands, features(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
 
 
-def load_scorer(design: str, model_dir: str | Path):
+def load_scorer(design: str, model_dir: str | Path, key: str = "select.design"):
     """The shipped scorer of ``design``: None for ``rules`` (the table-driven pick), else ``model_dir``/
-    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Raises ValueError for an unknown
-    design, InputError naming the file for a missing or bad model."""
+    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Raises ValueError (naming the params
+    ``key``) for an unknown design, InputError naming the file for a missing or bad model."""
     if design not in DESIGNS:
-        raise ValueError(f"select.design must be one of {DESIGNS}, got {design!r}")
+        raise ValueError(f"{key} must be one of {DESIGNS}, got {design!r}")
     if design == "rules":
         return None
     path = Path(model_dir) / f"selection-{design}.json"
