@@ -1,7 +1,8 @@
 """Stage llm_models (issue 12, part 3; FROZEN: needs the .[llm] extra and the 0.5B parts, `make repro` does not
-rerun it): each local model (`rag.llm.registry`) x answer.mode {free, choose} answering the clinic and vet questions
-through the whole chain (`rag.voice.pipeline.run_chain`: shipped gate, ``select.design`` as in params, verifier,
-fallback), beside the same chain with the LLM off (nothing listening at ``llm.url``).
+rerun it): each local model (`rag.llm.registry`) x answer.mode {free, choose} answering the clinic questions (as
+heard, and typed: the words as said) and the vet questions through the whole chain (`rag.voice.pipeline.run_chain`:
+shipped gate, ``select.design`` and ``select.judge`` as in params, verifier, fallback), beside the same chain with
+the LLM off (nothing listening at ``llm.url``).
 
 Every run starts its own cold server with the RAM prompt cache off (``llm_models.cache_ram_mib``) and
 ``llm_models.threads`` threads; the load average at its start is recorded. ``llm_models.deadline_s`` replaces
@@ -10,17 +11,21 @@ The vet KB runs with the clinic's tables off (as stage transfer). Writes metrics
 """
 import copy
 import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
 from rag.bench.compare import markdown_table
 from rag.eval.scoring import has_facts
-from rag.io import read_jsonl, write_json, write_text
+from rag.io import read_jsonl, write_json, write_jsonl, write_text
 from rag.llm.server import free_port
 from rag.voice.gate import Gate
 from rag.voice.pipeline import run_chain
 
 SETS = {"clinic": ("voice", "kb", ("voice", "queries")),
+        "clinic_typed": ("voice", "kb", ("voice", "queries")),  # the words as said (``spoken``), no recogniser
         "vet_clean": ("abstain", "transfer_kb", ("abstain", "transfer_queries", "clean")),
         "vet_noisy": ("abstain", "transfer_kb", ("abstain", "transfer_queries", "noisy"))}
 
@@ -43,9 +48,10 @@ def run():
     lm = p["llm_models"]
     gate = Gate.load(GATE_PATH)
     out = {"threads": int(lm["threads"]), "cache_ram_mib": int(lm["cache_ram_mib"]), "deadline_s": lm["deadline_s"],
-           "select_design": p["select"]["design"], "runs": {}}
+           "select_design": p["select"]["design"], "select_judge": p["select"]["judge"], "runs": {}}
     rows = []
     variants = [("llm_off", None)] + [(m, mode) for m in lm["models"] for mode in ("free", "choose")]
+    tmp = tempfile.mkdtemp()
     for model, mode in variants:
         for name, (section, kb_key, q_keys) in SETS.items():
             pm = copy.deepcopy(tables_off(p) if name.startswith("vet") else p)
@@ -58,12 +64,16 @@ def run():
                 pm["answer"]["mode"] = mode
             path = pm
             for k in q_keys:
-                path = path[k]
+                path = ROOT / path[k] if k == q_keys[-1] else path[k]
+            if name.endswith("_typed"):
+                typed = Path(tmp) / f"{name}.jsonl"
+                write_jsonl(typed, [{**q, "asr": q["spoken"]} for q in read_jsonl(path)])
+                path = typed
             load = os.getloadavg()
             start = time.perf_counter()
-            result = run_chain(ROOT / pm[section][kb_key], ROOT / path, pm, gate)
+            result = run_chain(ROOT / pm[section][kb_key], path, pm, gate)
             key = f"{model}/{mode or '-'}/{name}"
-            out["runs"][key] = {**summarise(result, read_jsonl(ROOT / path)), "wall_s": round(time.perf_counter()
+            out["runs"][key] = {**summarise(result, read_jsonl(path)), "wall_s": round(time.perf_counter()
                                                                                                - start, 1),
                                 "loadavg_1_5_15": [round(x, 2) for x in load]}
             r = out["runs"][key]
@@ -72,10 +82,12 @@ def run():
                          f"{r['latency']['first_token_ms']['p50']:.0f} / {r['latency']['first_token_ms']['p95']:.0f}",
                          f"{r['latency']['total_ms']['p50']:.0f} / {r['latency']['total_ms']['p95']:.0f}"])
             print(key, r["kept"], r["kept_right"], r["factual_accuracy"], r["wall_s"], flush=True)
+    shutil.rmtree(tmp)
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(VOICE_METRICS / "llm_models.json", out)
     write_text(VOICE_METRICS / "llm_models.md",
-               f"Local models x answer mode through the chain (select.design {p['select']['design']}, shipped gate, "
+               f"Local models x answer mode through the chain (select.design {p['select']['design']}, select.judge "
+               f"{p['select']['judge']}, shipped gate, "
                f"{lm['threads']} thread(s), prompt cache {lm['cache_ram_mib']} MiB, a cold server per run, turn "
                f"deadline {lm['deadline_s']} s; vet: tables off). Runtime {out['runtime_s']:.0f} s.\n\n"
                + markdown_table(["model", "mode", "set", "LLM answers kept", "kept and right", "factual accuracy",

@@ -187,9 +187,10 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     A gated row says the refusal. An LLM answer is said as is when it passes `rag.voice.verify.verify` and, with a
     judge, answers the question (`answer_score` >= ``judge.min_score``, reason ``does_not_answer`` otherwise)
     at least as well as the extractive pick, scored by the same judge (``weaker_than_extractive`` otherwise): with
-    the LLM on, nothing the judge ranks below the LLM-off pick is said. Anything else is replaced by `extractive`, or by the refusal when no sentence
-    agrees with the query, the pick's cosine is below ``settings.min_sentence_cosine`` (without a scorer) or its
-    score is below ``scorer.min_score`` (``no_sentence_answers``: the scorer's part of the gate).
+    the LLM on, nothing the judge ranks below the LLM-off pick is said. Anything else is replaced by `extractive`,
+    or by the refusal when no sentence agrees with the query, the pick's cosine is below
+    ``settings.min_sentence_cosine`` (without a scorer) or its score is below ``scorer.min_score``
+    (``no_sentence_answers``: the scorer's part of the gate).
     ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
     """
     if row["gated"]:
