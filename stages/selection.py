@@ -1,6 +1,6 @@
 """Stage selection: what each answer-selection design (`select.design` values, `rag.voice.selection`) says, per set.
 
-Sets (`common.selection_answers`): the clinic fixture (its tables on: the KB they were written for), the held-out
+Sets (`selection_sets.selection_answers`): the clinic fixture (its tables on: the KB they were written for), the held-out
 vet KB clean and noisy (tables off: `verify.slots` and `verify.answer_types` are the clinic's), and the near-miss
 sets (`select.near_miss`, typed and recogniser forms: every question must be refused). The gate is the clinic's
 (the shipped models/gate.json), applied unchanged. LLM off: the extractive pick speaks. LLM on (``*_llm_on``): the
@@ -53,13 +53,17 @@ def run():
         return ({"refused": m["refusal_recall"], "said": len(qs) - m["n_refused"], "n_llm": m["n_llm"]}
                 if name.startswith("near_miss") else {k: m[k] for k in KEYS} | {"n_llm": m["n_llm"]})
 
-    out, sweep = {}, {}
-    judge, judges = answer_judge(p), {d: answer_scorer(p, d) for d in selection.DESIGNS}
+    answer_judge(p)  # a bad select.judge is one error naming the key
+    judges = {d: answer_scorer(p, d) for d in selection.DESIGNS}
+    # the rules pick with the LLM on, each design as select.judge (rules: the verifier alone)
+    by_judge = {j: {name: said(llm[name], name, None, judges[j]) for name in runs} for j in selection.DESIGNS}
+    out, sweep = {"rules_llm_on_by_judge": by_judge}, {}
     for design in selection.DESIGNS:
         scorer = judges[design]
         res = {name: said(answers[name], name, scorer) for name in runs}
         # LLM on: a learned design judges the LLM answers itself; rules leaves it to select.judge
-        res |= {f"{name}_llm_on": said(llm[name], name, scorer, judge) for name in runs}
+        res |= {f"{name}_llm_on": (by_judge[s["judge"]][name] if scorer is None else said(llm[name], name, scorer))
+                for name in runs}
         out[design] = res
         if scorer is not None:  # the whole trade-off: every min_score of the grid on every set
             shipped, sweep[design] = scorer.min_score, {}
@@ -68,9 +72,6 @@ def run():
                 sweep[design][f"{t:.2f}"] = {name: step_final(answers[name], qs, docs[kb], q_p, tau, sentences[kb],
                                                               scorer)[1] for name, (kb, q_p, qs) in runs.items()}
             scorer.min_score = shipped
-    # the rules pick with the LLM on, each design as select.judge (rules: the verifier alone)
-    out["rules_llm_on_by_judge"] = {j: {name: said(llm[name], name, None, judges[j]) for name in runs}
-                                    for j in selection.DESIGNS}
     hs = json.loads((ROOT / p["heysquad"]["metrics_dir"] / "selection.json").read_text())
     cross = json.loads((ROOT / s["model_dir"] / "selection-cross.json").read_text())["heysquad_report_half"]
     for design in selection.DESIGNS:
