@@ -294,9 +294,7 @@ def _ask_ko(question: str, p: dict) -> int:
     top = index.top_k(question, int(g["cli_top_k"]))
     shown = [focus(question, passages[i]["text"], int(g["passage_max_chars"])) for i, _ in top]
     llm = p["llm"]
-    s = KoSettings(prompt=g["cli_prompt"], max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
-                   timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),
-                   model=llm.get("model") or None, min_shared=int(g["min_shared"]))
+    s = KoSettings.from_params(g, llm, g["cli_prompt"])
     with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}, _warn) as url:
         res = answer_ko(url, question, shown, s)
     final = res["final"]

@@ -65,9 +65,7 @@ def korean(rows, p):
     passages = read_jsonl(ROOT / ko["data_dir"] / "passages.jsonl", required=["_id", "title", "text"])
     index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], kor.kiwi_tokens,
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
-    s = KoSettings(prompt=g["cli_prompt"], max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
-                   timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),
-                   model=llm.get("model") or None, min_shared=int(g["min_shared"]))
+    s = KoSettings.from_params(g, llm, g["cli_prompt"])
     out = []
     server = {"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}
     with llm_url(server, warn) as url:

@@ -54,7 +54,9 @@ def test_extractive_picks_the_sentence_with_most_question_morphemes():
     # 대한민국 + 수도 (2 shared) beat 0 shared elsewhere
     assert extractive_ko(Q, P) == ("서울은 대한민국의 수도이다.", "1")
     assert extractive_ko("이순신이 태어난 해는?", P) is None          # shares no morpheme
-    assert extractive_ko(Q, P, min_shared=3) is None
+    # 대한민국, 수도, 인구: the first sentence holds 2 of 3 (0.67), the second 1
+    assert extractive_ko("대한민국 수도의 인구는?", P) == ("서울은 대한민국의 수도이다.", "1")
+    assert extractive_ko("대한민국 수도의 인구는?", P, min_question_share=0.7) is None
 
 
 def test_focus_keeps_the_sentences_sharing_most_question_morphemes():
@@ -123,6 +125,9 @@ def test_score_rows_by_hand():
     assert final["hallucinated"] == 0 and final["span_match"] == 3 and final["citation_validity"] == 1.0
     assert m["final_status"] == {"llm": 1, "extractive": 2, "abstained": 1}
     assert m["llm_errors"] == {"timeout": 1}
+    lo, hi = final["span_match_ci"]                # 3 of 4: resamples' means run from 0.25 to 1.0
+    assert lo < 0.75 < hi == 1.0 and lo >= 0.25
+    assert final["hallucination_ci"] == [0.0, 0.0] and raw["abstention_ci"][0] < 0.25 < raw["abstention_ci"][1]
 
 
 def test_gold_excluded_scores_answers_as_hallucinations_and_empty_cells_are_zero():

@@ -2,7 +2,8 @@
 with the answer's and the question's key terms."""
 import pytest
 
-from rag.ko.answer import (ABSTAIN, decide_ko, is_negative_ko, number_support, numbers_ko, polarity_agrees,
+from rag.ko.answer import (ABSTAIN, decide_ko, is_negative_ko, numbers_ko, polarity_agrees, question_share,
+                           sentence_support,
                            score_rows, verify_ko)
 
 NEG_DRUG = "이 약은 임산부가 복용할 수 없다."
@@ -78,20 +79,50 @@ def test_numbers_compare_as_numbers_not_substrings():
     # The terms check finds "192" inside "1920"; the number check does not.
     assert verify_ko("192년", ["1"], ["임시정부는 1920년에 이전하였다."]) == (False, "number_not_in_cited")
     assert verify_ko("1,947미터", ["1"], ["한라산의 높이는 1,947미터이다."]) == (True, "supported")
-    assert number_support("1947미터", ["한라산의 높이는 1,947미터이다."]) is None     # thousands comma
+    assert sentence_support("1947미터", ["한라산의 높이는 1,947미터이다."]) is None     # thousands comma
     assert numbers_ko("1,947미터, 3.5%, 2010-09-28") == {"1947", "3.5", "2010", "9", "28"}
 
 
-def test_number_support_question_share():
+def test_sentence_support_question_share():
     # question terms: 삼일운동, 일어나, 해 (3); the 1919 sentence of SPLIT holds none of them
-    assert number_support("1919년", [SPLIT], WHEN) == "number_not_with_terms"
-    assert number_support("1919년", [SPLIT], WHEN, min_question_share=0.0) == "number_not_with_terms"  # still >= 1
-    assert number_support("1919년", [TOGETHER], WHEN) is None
-    assert number_support("서울", [SPLIT], WHEN) is None                                              # no number
+    assert question_share(WHEN, "1919년에 대한민국 임시정부가 수립되었다.") == (0, 0.0)
+    assert sentence_support("1919년", [SPLIT], WHEN) == "number_not_with_terms"
+    assert sentence_support("1919년", [SPLIT], WHEN, min_question_share=0.0) == "number_not_with_terms"  # still >= 1
+    assert sentence_support("1919년", [TOGETHER], WHEN) is None
+    assert sentence_support("서울", [SPLIT], WHEN) == "not_with_question_terms"    # no number: the same test
+
+
+# A span answer without numbers: 멜론 is in the passage, but in a sentence about another service
+APP = "멜론은 음원 서비스이다. 이 쇼케이스는 유튜브를 통해 최초로 공개되었다."
+SHOWCASE = "쇼케이스가 최초로 공개된 사이트는?"   # terms: 쇼케이스, 최초, 공개, 사이트 (4)
+
+
+def test_a_span_from_a_sentence_about_something_else_fails():
+    assert question_share(SHOWCASE, "멜론은 음원 서비스이다.") == (0, 0.0)
+    assert question_share(SHOWCASE, "이 쇼케이스는 유튜브를 통해 최초로 공개되었다.") == (3, 0.75)
+    assert verify_ko("멜론", ["1"], [APP], SHOWCASE) == (False, "not_with_question_terms")
+    assert verify_ko("유튜브", ["1"], [APP], SHOWCASE) == (True, "supported")
+    assert verify_ko("유튜브", ["1"], [APP], SHOWCASE, min_question_share=0.8) == (False, "not_with_question_terms")
+    d = decide_ko(SHOWCASE, "멜론", ["1"], [APP])
+    assert (d["say"], d["status"], d["reason"]) == ("이 쇼케이스는 유튜브를 통해 최초로 공개되었다.", "extractive",
+                                                  "not_with_question_terms")
+
+
+def test_the_fallback_abstains_when_no_sentence_holds_enough_of_the_question():
+    # gold excluded: the passage shares only 쇼케이스 (1 of 4 terms) with the question
+    other = ["이 쇼케이스는 서울에서 열렸다."]
+    d = decide_ko(SHOWCASE, "서울", ["1"], other)
+    assert (d["say"], d["status"], d["reason"]) == (ABSTAIN, "fallback_abstained", "not_with_question_terms")
+    d = decide_ko(SHOWCASE, "서울", ["1"], other, min_question_share=0.25)   # 1 of 4 is enough at 0.25
+    assert (d["say"], d["status"], d["reason"]) == ("서울", "llm", "supported")
 
 
 def test_decide_replaces_a_number_from_the_wrong_sentence():
+    # the fallback's best sentence holds 삼일, 운동 of 삼일, 운동, 일어나, 해 (0.5 < 0.6): it does not say when either
     d = decide_ko(WHEN, "1919년", ["1"], [SPLIT])
+    assert d == {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained",
+                 "reason": "number_not_with_terms"}
+    d = decide_ko(WHEN, "1919년", ["1"], [SPLIT], min_question_share=0.5)
     assert d == {"say": "삼일운동은 일제강점기의 독립운동이다.", "citations": ["1"], "status": "extractive",
                  "reason": "number_not_with_terms"}
     assert decide_ko(WHEN, "1919년", ["1"], [TOGETHER])["status"] == "llm"
@@ -108,6 +139,6 @@ def test_score_rows_reads_the_new_reasons():
 
     m = score_rows([row("1919년", [SPLIT], ["1919년"]), row("1919년", [TOGETHER], ["1919년"]),
                     row(ABSTAIN, [SPLIT], ["1919년"])])
-    assert m["final_status"] == {"extractive": 1, "llm": 1, "abstained": 1}
+    assert m["final_status"] == {"fallback_abstained": 1, "llm": 1, "abstained": 1}
     assert (m["raw"]["span_match"], m["final"]["span_match"]) == (2, 1)
     assert m["final"]["hallucinated"] == 0

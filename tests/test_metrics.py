@@ -103,3 +103,17 @@ def test_search_rrf_picks_the_best_train_setting_by_hand():
     assert best["setting"] == "x"
     with pytest.raises(ValueError):
         search_rrf({"s": [a]}, qrels, pids, [(1.0,)], [60], 10, "precision@1")
+
+
+def test_bootstrap_interval_of_a_rate():
+    from rag.eval.intervals import bootstrap_interval
+
+    x = [1] * 10 + [0] * 40                       # rate 0.2 over 50 questions: normal approx. 0.2 +- 0.111
+    lo, hi = bootstrap_interval(x)
+    assert 0.08 <= lo <= 0.12 and 0.30 <= hi <= 0.34
+    assert bootstrap_interval(x) == (lo, hi)      # seeded: repeatable
+    assert bootstrap_interval(x, confidence=0.5)[1] < hi
+    assert bootstrap_interval([0] * 50) == (0.0, 0.0) and bootstrap_interval([1, 1]) == (1.0, 1.0)
+    assert bootstrap_interval([]) == (0.0, 0.0)   # never NaN
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_interval(x, confidence=95)

@@ -250,6 +250,23 @@ def test_clinic_questions_from_the_issue(params, question, said, tmp_path):
         assert (final["status"], final["say"]) == ("extractive", said)
 
 
+def test_load_scorer_reads_a_model_file_once_per_version(tmp_path):
+    import os
+
+    good = json.loads((ROOT / "models" / "selection-linear.json").read_text())
+    path = tmp_path / "selection-linear.json"
+    path.write_text(json.dumps(good))
+    first = selection.load_scorer("linear", tmp_path)
+    assert selection.load_scorer("linear", tmp_path) is first          # every turn asks: read once
+    path.write_text(json.dumps({**good, "min_score": 0.9}))
+    os.utime(path, ns=(1, 1))                                           # another version, whatever the clock says
+    second = selection.load_scorer("linear", tmp_path)
+    assert second is not first and second.min_score == 0.9 and first.min_score == good["min_score"]
+    path.unlink()
+    with pytest.raises(InputError, match="selection-linear.json"):     # a missing file is never served from memory
+        selection.load_scorer("linear", tmp_path)
+
+
 def test_bad_models_fail_at_load_naming_the_file(tmp_path):
     good = json.loads((ROOT / "models" / "selection-linear.json").read_text())
     bad = tmp_path / "selection-linear.json"

@@ -8,10 +8,11 @@ The model sees the top-k passages numbered ``[문서 1]..[문서 k]`` and must r
 Verifier (`verify_ko`): an answer passes when its citations are valid (`citations_valid`), it agrees
 in polarity with its supporting cited sentence (`is_negative_ko`: 아니/않/못/없...), every key term (Kiwi
 content morpheme, `rag.ko.tokenize.kiwi_tokens`) occurs in the cited passages, and its numbers occur in ONE
-cited sentence together with its key terms and the question's (`number_support`); an abstention cited
-"none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage sentence
-holding the most distinct query morphemes (`extractive_ko`), or by `ABSTAIN` when no sentence holds
-at least ``min_shared`` of them.
+cited sentence together with its key terms and at least ``min_question_share`` of the question's
+(`sentence_support`: the sentence must answer this question, not only share the answer's words); an
+abstention cited "none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage
+sentence holding the most distinct query morphemes (`extractive_ko`), or by `ABSTAIN` when that sentence
+holds under ``min_question_share`` of them.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from rag.eval.intervals import bootstrap_interval
 from rag.ko import tokenize as korean
 from rag.llm.client import LLMReply, ask, cited_schema
 
@@ -59,11 +61,10 @@ NEGATIONS_KO = frozenset({("아니", "VCN"), ("아니", "MAG"), ("아니", "IC")
 _PREDICATE_TAGS = frozenset({"VV", "VA", "VX", "VCN", "VCP", "XSV", "XSA"})
 _PUNCTUATION_TAGS = frozenset({"SF", "SP", "SS", "SSO", "SSC", "SE", "SO", "SW"})
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-# Share of the question's key terms the sentence holding an answer's numbers must contain (`number_support`).
-# On 3,000 KorQuAD dev questions (739 numeric gold spans, gold passage cited) 0.25 rejects 24 correct spans
-# (3.2%) and 299 of 673 number spans taken from another sentence of the passage (44%); "at least 1 term"
-# rejects 8 (1.1%) and 139 (21%); 1/3 rejects 42 (5.7%) and 380 (56%).
-NUMBER_QUESTION_SHARE = 0.25
+# Share of the question's key terms the sentence holding an answer must contain (`sentence_support`), the default
+# of `verify_ko` and `extractive_ko`; the shipped value is params ko_gen.min_question_share (README "Grounded Korean
+# answers": chosen on the train split).
+MIN_QUESTION_SHARE = 0.6
 
 
 def number_documents(passages: Sequence[str]) -> str:
@@ -171,38 +172,49 @@ def numbers_ko(text: str) -> set[str]:
     return out
 
 
-def number_support(answer: str, cited: Sequence[str], question: str | None = None,
-                   min_question_share: float = NUMBER_QUESTION_SHARE) -> str | None:
-    """None when the answer's numbers are supported, else the failure reason.
+def question_share(question: str, sentence: str) -> tuple[int, float]:
+    """``(n, share)``: how many of the question's non-number key terms the sentence holds (as morphemes or
+    substrings, like `unsupported_terms`), and that count over the question's terms (1.0 for a question with
+    none)."""
+    asked = {t for t in key_terms(question) if not _NUMBER.fullmatch(t)}
+    morphemes, low = key_terms(sentence), sentence.lower()
+    shared = sum(t in morphemes or t in low for t in asked)
+    return shared, shared / len(asked) if asked else 1.0
+
+
+def sentence_support(answer: str, cited: Sequence[str], question: str | None = None,
+                     min_question_share: float = MIN_QUESTION_SHARE) -> str | None:
+    """None when ONE cited sentence (`split_sentences_ko`) supports the answer as an answer to ``question``, else
+    the failure reason.
 
     ``number_not_in_cited``: a number of the answer is not a number of any cited sentence (compared as
-    numbers, so "192년" is not found in "1920년"). ``number_not_with_terms``: no ONE cited sentence
-    (`split_sentences_ko`) holds all the answer's numbers, all its other key terms (as morphemes or
-    substrings, like `unsupported_terms`) and, when ``question`` is given, at least one and at least
-    ``min_question_share`` of the question's non-number key terms: a span answer ("1919년") carries no
-    topic of its own, the question does. None for an answer without numbers."""
+    numbers, so "192년" is not found in "1920년"). Otherwise some sentence must hold all the answer's numbers,
+    all its other key terms (as morphemes or substrings, like `unsupported_terms`) and, when ``question`` is
+    given, at least one and at least ``min_question_share`` of the question's non-number key terms
+    (`question_share`): a span answer ("1919년", "멜론") carries no topic of its own, the question does; a span
+    copied from a sentence about something else fails (``number_not_with_terms`` for an answer with numbers,
+    ``not_with_question_terms`` for one without)."""
     nums = numbers_ko(answer)
-    if not nums:
-        return None
     sentences = [s for text in cited for s in split_sentences_ko(text)]
-    if not nums <= set().union(*(numbers_ko(s) for s in sentences)):
+    if nums and not nums <= set().union(*(numbers_ko(s) for s in sentences)):
         return "number_not_in_cited"
     terms = {t for t in key_terms(answer) if not _NUMBER.fullmatch(t)}
-    asked = {t for t in key_terms(question or "") if not _NUMBER.fullmatch(t)}
     for s in sentences:
         if not nums <= numbers_ko(s):
             continue
         morphemes, low = key_terms(s), s.lower()
         if not all(t in morphemes or t in low for t in terms):
             continue
-        shared = sum(t in morphemes or t in low for t in asked)
-        if not asked or (shared >= 1 and shared >= min_question_share * len(asked)):
+        if question is None:
             return None
-    return "number_not_with_terms"
+        shared, share = question_share(question, s)
+        if share == 1.0 or (shared >= 1 and share >= min_question_share):
+            return None
+    return "number_not_with_terms" if nums else "not_with_question_terms"
 
 
 def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str],
-              question: str | None = None, min_question_share: float = NUMBER_QUESTION_SHARE) -> tuple[bool, str]:
+              question: str | None = None, min_question_share: float = MIN_QUESTION_SHARE) -> tuple[bool, str]:
     """Whether an answer may be said; ``(ok, reason)``.
 
     reason: ``abstained`` (ok: the abstention sentence cited "none"), ``supported`` (ok),
@@ -210,7 +222,8 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
     morpheme, e.g. "네"), ``polarity`` (it lacks a negation its supporting cited sentence has, or the
     reverse: `polarity_agrees`; checked before the terms, since "복용할 수 있다" against "복용할 수 없다"
     also has a term, 있, missing), ``terms_not_in_cited`` (a key term absent from the cited passages),
-    ``number_not_in_cited`` / ``number_not_with_terms`` (`number_support`; ``question`` adds its terms).
+    ``number_not_in_cited`` / ``number_not_with_terms`` / ``not_with_question_terms`` (`sentence_support`;
+    ``question`` adds its terms).
     """
     if not citations_valid(answer, citations, len(passages)):
         return False, "invalid_citation"
@@ -223,7 +236,7 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
         return False, "polarity"
     if unsupported_terms(answer, cited):
         return False, "terms_not_in_cited"
-    reason = number_support(answer, cited, question, min_question_share)
+    reason = sentence_support(answer, cited, question, min_question_share)
     if reason:
         return False, reason
     return True, "supported"
@@ -257,10 +270,12 @@ def focus(question: str, text: str, max_chars: int) -> str:
     return " ".join(sents[i] for i in sorted(picked))
 
 
-def extractive_ko(question: str, passages: Sequence[str], min_shared: int = 1) -> tuple[str, str] | None:
+def extractive_ko(question: str, passages: Sequence[str],
+                  min_question_share: float = MIN_QUESTION_SHARE) -> tuple[str, str] | None:
     """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence
     holding the most distinct question morphemes (ties: the earlier passage, then the earlier
-    sentence). None when the best holds fewer than ``min_shared``."""
+    sentence). None when the best holds none of them or under ``min_question_share`` of the question's
+    non-number key terms (`question_share`: the test an LLM answer's sentence must pass too)."""
     q = key_terms(question)
     best, best_n = None, -1
     for i, text in enumerate(passages, 1):
@@ -268,27 +283,30 @@ def extractive_ko(question: str, passages: Sequence[str], min_shared: int = 1) -
             n = len(q & key_terms(s))
             if n > best_n:
                 best, best_n = (s, str(i)), n
-    return best if best is not None and best_n >= min_shared else None
+    if best is None or best_n < 1:
+        return None
+    shared, share = question_share(question, best[0])
+    return best if share == 1.0 or (shared >= 1 and share >= min_question_share) else None
 
 
 def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
-              error: str | None = None, min_shared: int = 1) -> dict:
+              error: str | None = None, min_question_share: float = MIN_QUESTION_SHARE) -> dict:
     """What is finally said: ``{say, citations, status, reason}``.
 
     status: ``llm`` (a verified answer), ``abstained`` (the model's verified abstention),
     ``extractive`` (a passage sentence, `extractive_ko`), ``fallback_abstained`` (the abstention
-    sentence because no sentence shares ``min_shared`` question morphemes). reason: the verifier's
+    sentence because no sentence holds ``min_question_share`` of the question's terms). reason: the verifier's
     reason (`verify_ko`, given the question), or ``llm_<error code>`` when the call failed.
     """
     if error is None and answer is not None:
-        ok, reason = verify_ko(answer, citations, passages, question)
+        ok, reason = verify_ko(answer, citations, passages, question, min_question_share)
         if ok:
             return {"say": ABSTAIN if reason == "abstained" else answer,
                     "citations": ["none"] if reason == "abstained" else list(dict.fromkeys(citations)),
                     "status": "abstained" if reason == "abstained" else "llm", "reason": reason}
     else:
         reason = f"llm_{error or 'no_answer'}"
-    pick = extractive_ko(question, passages, min_shared)
+    pick = extractive_ko(question, passages, min_question_share)
     if pick is None:
         return {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained", "reason": reason}
     return {"say": pick[0], "citations": [pick[1]], "status": "extractive", "reason": reason}
@@ -334,7 +352,7 @@ def hallucinated(answer: str | None, citations: Sequence[str] | None, passages: 
 
 @dataclass(frozen=True)
 class KoSettings:
-    """Korean answer settings (params.yaml ``ko_gen`` and ``llm``)."""
+    """Korean answer settings (params.yaml ``ko_gen`` and ``llm``: `from_params`)."""
 
     prompt: str = "B_fewshot"
     max_len: int = 60          # characters of an answer (maxLength in the schema)
@@ -343,7 +361,15 @@ class KoSettings:
     temperature: float = 0.0
     seed: int = 0
     model: str | None = None
-    min_shared: int = 1        # question morphemes a fallback sentence must hold
+    min_question_share: float = MIN_QUESTION_SHARE  # of the question's terms in an answer's sentence
+
+    @classmethod
+    def from_params(cls, g: Mapping, llm: Mapping, prompt: str) -> "KoSettings":
+        """From the ``ko_gen`` and ``llm`` sections of the params (dicts); ``prompt`` one of `PROMPTS`
+        (`build_ko_messages` rejects another)."""
+        return cls(prompt=prompt, max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
+                   timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),
+                   model=llm.get("model") or None, min_question_share=float(g["min_question_share"]))
 
 
 def ask_ko(url: str, question: str, passages: Sequence[str], s: KoSettings) -> LLMReply:
@@ -366,7 +392,7 @@ def answer_ko(url: str | None, question: str, passages: Sequence[str], s: KoSett
         raw, error, total = reply.raw, reply.error, reply.total_ms
     raw_answer, raw_cits = parse_raw(raw)
     final = decide_ko(question, None if error else raw_answer, None if error else raw_cits, passages, error,
-                      s.min_shared)
+                      s.min_question_share)
     return {"raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "error": error,
             "total_ms": None if total is None else round(total, 1), "final": final}
 
@@ -378,12 +404,15 @@ def score_rows(rows: Sequence[Mapping]) -> dict:
 
     Returns counts and rates for ``raw`` (the model's output) and ``final`` (what is said). Every rate
     is over all n questions of the cell, so none is NaN: answered + abstained (+ no_output for raw) = n.
-    ``span_match_answered`` is over answered questions only, 0.0 with ``answered`` = 0.
+    ``span_match_answered`` is over answered questions only, 0.0 with ``answered`` = 0. ``abstention_ci``,
+    ``hallucination_ci``, ``span_match_ci``: the rates' 95 % percentile-bootstrap intervals over the cell's
+    questions (`rag.eval.intervals.bootstrap_interval`, seed 0), ``[low, high]``.
     """
     n = len(rows)
     out = {"n": n}
     for side in ("raw", "final"):
         answered = abstained = valid = halluc = span = no_output = 0
+        per_question: dict[str, list[bool]] = {"abstention": [], "hallucination": [], "span_match": []}
         for r in rows:
             if side == "raw":
                 answer, cits = r["raw_answer"], r["raw_citations"]
@@ -391,19 +420,25 @@ def score_rows(rows: Sequence[Mapping]) -> dict:
                 answer, cits = r["final"]["say"], r["final"]["citations"]
             if answer is None:
                 no_output += 1
+                for v in per_question.values():
+                    v.append(False)
                 continue
             if is_abstention(answer):
                 abstained += 1
             else:
                 answered += 1
             valid += citations_valid(answer, cits, r["k"])
-            halluc += hallucinated(answer, cits, r["passages"], r["gold_excluded"])
-            span += span_match(answer, r["golds"])
+            h, sp = hallucinated(answer, cits, r["passages"], r["gold_excluded"]), span_match(answer, r["golds"])
+            halluc += h
+            span += sp
+            for name, v in (("abstention", is_abstention(answer)), ("hallucination", h), ("span_match", sp)):
+                per_question[name].append(v)
         rate = (lambda x: round(x / n, 4)) if n else (lambda x: 0.0)
         m = {"answered": answered, "abstained": abstained, "citation_valid": valid, "hallucinated": halluc,
              "span_match": span, "abstention_rate": rate(abstained), "citation_validity": rate(valid),
              "hallucination_rate": rate(halluc), "span_match_rate": rate(span),
-             "span_match_answered": round(span / answered, 4) if answered else 0.0}
+             "span_match_answered": round(span / answered, 4) if answered else 0.0,
+             **{f"{name}_ci": list(bootstrap_interval(v)) for name, v in per_question.items()}}
         if side == "raw":
             m["no_output"] = no_output
             m["no_output_rate"] = rate(no_output)

@@ -22,6 +22,7 @@ extractive candidates, gates (no candidate scores ``min_score`` -> refuse) and c
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -404,11 +405,21 @@ def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sent
 
 def load_scorer(design: str, model_dir: str | Path, key: str = "select.design"):
     """The shipped scorer of ``design``: None for ``rules`` (the table-driven pick), else ``model_dir``/
-    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Raises ValueError (naming the params
-    ``key``) for an unknown design, InputError naming the file for a missing or bad model."""
+    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Read once per process and file version
+    (path, mtime, size): every turn of `rag.voice.pipeline.answer_query` asks again. Raises ValueError (naming the
+    params ``key``) for an unknown design, InputError naming the file for a missing or bad model."""
     if design not in DESIGNS:
         raise ValueError(f"{key} must be one of {DESIGNS}, got {design!r}")
     if design == "rules":
         return None
     path = Path(model_dir) / f"selection-{design}.json"
+    try:
+        st = path.resolve().stat()
+    except OSError:
+        return _read_scorer(design, str(path), 0, -1)   # raises the loader's InputError naming the file
+    return _read_scorer(design, str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_scorer(design: str, path: str, mtime_ns: int, size: int):
     return CrossScorer.load(path) if design == "cross" else AnswerScorer.load(path)

@@ -1,0 +1,54 @@
+"""Stage ko_generate_models (issue 12, part 4; FROZEN: needs the .[llm] extra, `make repro` does not rerun it):
+each packaged model of ``ko_gen_models.models`` (`rag.llm.registry`) answering a larger sample of Korean test
+questions than stage ko_generate, through the same grid runner (`ko_runs.generate`: [문서 n] citations bound by
+the schema, verifier, extractive fallback, gold-included and gold-excluded).
+
+``ko_gen_models.sample`` / ``seed`` / ``grid`` replace those of ``ko_gen`` (the rest of ``ko_gen`` is shared);
+each model gets its own cold server with ``ko_gen_models.threads`` threads and ``ko_gen_models.cache_ram_mib``
+of prompt cache (within a question the calls share the instructions' prefix). The same replies are also decided at
+``min_question_share`` 0 (`ko_runs.redecide`), to show what the sentence-support rule changes. A model whose server does not start
+stops the stage (no metrics from fallback answers). Writes metrics/ko/generation_models.json and .md (numbers only)
+and data/ko/generation_models.jsonl (one row per call, KorQuAD text: git-ignored, never committed).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from common import main, params
+from ko_runs import generate, redecide, score_cells, table, without_passages
+
+from rag.io import write_json, write_jsonl, write_text
+
+
+def run() -> None:
+    p = params()
+    ko, m = p["ko"], p["ko_gen_models"]
+    g = {**p["ko_gen"], "sample": m["sample"], "seed": m["seed"], "grid": m["grid"]}
+    runs, rows_all, md = {}, [], []
+    for model in m["models"]:
+        llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]), "threads": int(m["threads"]),
+               "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}
+        print(f"ko_generate_models: {model}", flush=True)
+        rows, cells, meta = generate(p, g, llm)
+        if not meta["server_started"]:
+            raise RuntimeError(f"ko_generate_models: the server for {model} did not start (see the warning above)")
+        loose = score_cells(redecide(rows, 0.0))
+        runs[model] = {**meta, "cells": cells, "cells_question_share_0": loose}
+        rows_all += [{"model": model, **r} for r in without_passages(rows)]
+        md.append(f"## {model}\n\n{meta['llm']}, {meta['threads']} thread(s), prompt cache {m['cache_ram_mib']} MiB, "
+                  f"load average {meta['load_average_at_start']} at the start; {meta['calls']} calls, "
+                  f"{meta['runtime_s']} s, mean call {meta['llm_call_ms_mean']} ms.\n\n"
+                  f"ko_gen.min_question_share {g['min_question_share']} (shipped):\n\n{table(cells)}\n"
+                  f"The same replies decided at min_question_share 0 (an answer's sentence needs one question term; "
+                  f"`ko_runs.redecide`, no new call):\n\n{table(loose)}")
+    write_jsonl(Path(ko["data_dir"]) / "generation_models.jsonl", rows_all)
+    write_json(Path(ko["metrics_dir"]) / "generation_models.json",
+               {"sample": m["sample"], "seed": m["seed"], "grid": m["grid"], "runs": runs})
+    write_text(Path(ko["metrics_dir"]) / "generation_models.md",
+               f"Grounded Korean answers by each packaged model, KorQuAD 1.0 dev test split, {m['sample']} sampled "
+               f"questions (seed {m['seed']}); retriever and rules as stage ko_generate (generation.md). Rates over "
+               f"all n questions of a cell; [95 % CI] = percentile bootstrap over the questions. In gold_excluded a "
+               f"correct system abstains.\n\n" + "\n".join(md))
+
+
+main(run)
