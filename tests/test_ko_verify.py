@@ -142,3 +142,17 @@ def test_score_rows_reads_the_new_reasons():
     assert m["final_status"] == {"fallback_abstained": 1, "llm": 1, "abstained": 1}
     assert (m["raw"]["span_match"], m["final"]["span_match"]) == (2, 1)
     assert m["final"]["hallucinated"] == 0
+
+
+def test_choose_question_share_maximises_youden_j_by_hand():
+    from rag.ko.answer import choose_question_share
+
+    supported, unsupported = [1.0, 0.75, 0.5, 0.5], [0.5, 0.25, 0.25, 0.0]
+    value, table = choose_question_share(supported, unsupported, [0.5, 0.0, 0.75])
+    # 0.0: 1 - 1 = 0; 0.5: 1 - 0.25 = 0.75; 0.75: 0.5 - 0 = 0.5
+    assert value == 0.5
+    assert [(r["min_question_share"], r["supported_kept"], r["unsupported_kept"], r["j"]) for r in table] == [
+        (0.0, 1.0, 1.0, 0.0), (0.5, 1.0, 0.25, 0.75), (0.75, 0.5, 0.0, 0.5)]
+    assert choose_question_share([1.0], [0.0], [0.2, 0.4])[0] == 0.2          # a tie keeps the lower value
+    with pytest.raises(ValueError):
+        choose_question_share([], [0.1], [0.5])

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from rag.eval.intervals import bootstrap_interval
 from rag.ko import tokenize as korean
 from rag.llm.client import LLMReply, ask, cited_schema
@@ -180,6 +182,26 @@ def question_share(question: str, sentence: str) -> tuple[int, float]:
     morphemes, low = key_terms(sentence), sentence.lower()
     shared = sum(t in morphemes or t in low for t in asked)
     return shared, shared / len(asked) if asked else 1.0
+
+
+def choose_question_share(supported: Sequence[float], unsupported: Sequence[float],
+                          grid: Sequence[float]) -> tuple[float, list[dict]]:
+    """The ``min_question_share`` of ``grid`` that best separates sentences that answer the question from sentences
+    that do not: maximise Youden's J = (share of ``supported`` >= value) - (share of ``unsupported`` >= value)
+    (Youden 1950); ties: the lower value (fewer right answers lost). ``supported``: per question, the
+    `question_share` of the sentence holding the gold answer; ``unsupported``: per question, that of the best
+    sentence when the gold passage is left out. Returns ``(value, table)``, one table row per grid value:
+    ``{min_question_share, supported_kept, unsupported_kept, j}``. Raises ValueError for an empty input."""
+    if not len(supported) or not len(unsupported) or not len(grid):
+        raise ValueError("choose_question_share needs supported and unsupported shares and a grid")
+    pos, neg = np.asarray(supported, float), np.asarray(unsupported, float)
+    table = []
+    for v in sorted(float(x) for x in grid):
+        kept, leaked = float(np.mean(pos >= v)), float(np.mean(neg >= v))
+        table.append({"min_question_share": v, "supported_kept": round(kept, 4), "unsupported_kept": round(leaked, 4),
+                      "j": round(kept - leaked, 4)})
+    best = max(table, key=lambda r: (r["j"], -r["min_question_share"]))
+    return best["min_question_share"], table
 
 
 def sentence_support(answer: str, cited: Sequence[str], question: str | None = None,
