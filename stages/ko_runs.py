@@ -47,6 +47,15 @@ def table(cells: dict) -> str:
     return head + "".join(lines)
 
 
+def korquad(ko: dict) -> tuple[list[dict], list[dict], dict, dict]:
+    """``(passages, queries, qrels, gold answer texts)`` of the Korean track (``ko.data_dir`` from stage ko_prepare,
+    the answers from ``ko.squad_path``); InputError naming the file for a bad row."""
+    data = Path(ko["data_dir"])
+    return (read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"]),
+            read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"]),
+            json.loads((data / "qrels.json").read_text(encoding="utf-8")), load_answers(ko["squad_path"]))
+
+
 def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
     """Run the grid; returns ``(rows, cells, meta)``: one row per call (KorQuAD text: keep out of git), the cells'
     `score_rows` metrics keyed ``prompt/k=K/condition``, and the run's settings, runtime (s), mean call time (ms),
@@ -54,11 +63,7 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
     ``unreachable`` and the fallback answered). Raises InputError for a sample outside 1..test questions."""
     ko = p["ko"]
     t_start = time.perf_counter()
-    data = Path(ko["data_dir"])
-    passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
-    queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])
-    qrels = json.loads((data / "qrels.json").read_text(encoding="utf-8"))
-    golds = load_answers(ko["squad_path"])
+    passages, queries, qrels, golds = korquad(ko)
     test = [q for q in queries if q["split"] == "test"]
     if not 0 < int(g["sample"]) <= len(test):
         raise InputError(f"params: sample must be in 1..{len(test)}, got {g['sample']}")

@@ -12,15 +12,15 @@ never read. No LLM.
 """
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
 
 from common import main, params
+from ko_runs import korquad
 
-from rag.bench.squad import load_answers, passage_text
-from rag.io import read_jsonl, write_json, write_text
+from rag.bench.squad import passage_text
+from rag.io import write_json, write_text
 from rag.ko import tokenize as korean
 from rag.ko.answer import choose_question_share, focus, question_share, span_match, split_sentences_ko
 from rag.retrieval.indexes import BM25Index
@@ -30,11 +30,7 @@ def run() -> None:
     t0 = time.perf_counter()
     p = params()
     ko, g, c = p["ko"], p["ko_gen"], p["ko_support"]
-    data = Path(ko["data_dir"])
-    passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
-    queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])
-    qrels = json.loads((data / "qrels.json").read_text(encoding="utf-8"))
-    golds = load_answers(ko["squad_path"])
+    passages, queries, qrels, golds = korquad(ko)
     train = [q for q in queries if q["split"] == "train"]
     sample = random.Random(int(c["seed"])).sample(train, min(int(c["sample"]), len(train)))
     texts = [passage_text(x, ko["index_title"]) for x in passages]
