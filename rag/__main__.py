@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
             if track == "ko" and (args.session or args.say):
                 raise InputError("--session and --say are for the voice track (English) only")
+            if args.say and Path(args.say).is_dir():  # checked before the turn is answered or kept in memory
+                raise InputError(f"--say {args.say}: a folder; give the WAV file to write")
             return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p, args, heard)
         if args.command == "chat":
             return _chat(p, args)
@@ -169,14 +171,32 @@ def _params(path: str) -> dict:
     default = ROOT / "params.yaml"
     p = _with_paths(read_params(default), ROOT)
     if Path(path).resolve() != default.resolve():
-        _merge(p, _with_paths(read_params(path), Path(path).resolve().parent))
+        _merge(p, _with_paths(read_params(path), Path(path).resolve().parent), path)
     return p
 
 
-def _merge(base: dict, over: dict) -> None:
+OPEN_TABLES = ("verify.slots", "verify.answer_types", "verify.groups")  # a KB's own tables: any key
+
+
+def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
+    """``over`` merged into ``base`` key by key (mappings merged, lists and values replaced). Raises InputError
+    naming ``path`` and the key for a key params.yaml does not have (a typo would be silently ignored), except
+    inside a KB's own tables (`OPEN_TABLES`, checked by `rag.config`), and for a value where params.yaml has a
+    mapping (``retrieval: 5``)."""
+    import difflib
+
+    from rag.io import InputError
+
+    open_table = any(f"{at}".startswith(t + ".") for t in OPEN_TABLES)
     for k, v in over.items():
+        name = f"{at}{k}"
+        if k not in base and not open_table:
+            near = difflib.get_close_matches(str(k), [str(x) for x in base], n=1)
+            raise InputError(f"{path}: {name} is not a params.yaml key" + (f" (did you mean {at}{near[0]}?)" if near else ""))
+        if isinstance(base.get(k), dict) and not isinstance(v, dict) and not open_table:
+            raise InputError(f"{path}: {name} must be a mapping like params.yaml's, got {v!r}")
         if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _merge(base[k], v)
+            _merge(base[k], v, path, name + ".")
         else:
             base[k] = v
 
@@ -331,10 +351,12 @@ def _memory(p: dict, args, warn=_warn):
     why = session_problem(args.session) if args.session is not None else None
     if why:
         raise InputError(why)
+    from rag.config import number
+
     m = p["memory"]
+    ttl_min, retention_days = number(p, "memory", "ttl_min"), number(p, "memory", "retention_days")
     try:
-        return open_memory(m["url"], m["archive_url"], float(m["ttl_min"]), float(m["retention_days"]),
-                           args.cache_dir, warn=warn)
+        return open_memory(m["url"], m["archive_url"], ttl_min, retention_days, args.cache_dir, warn=warn)
     except ValueError as e:
         given = [f"${v}" for v in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL") if os.environ.get(v)]
         raise InputError(f"{' or '.join(given) or args.params + ' memory.url / memory.archive_url'}: {e}") from None

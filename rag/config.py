@@ -4,6 +4,7 @@ Pure: takes a dict, never reads a file. Used by the DVC stages and the CLI alike
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Mapping, Sequence
 
@@ -38,10 +39,38 @@ def words(p: Mapping, section: str, key: str) -> tuple[str, ...]:
     return tuple(v)
 
 
+def mapping(p: Mapping, section: str, key: str) -> Mapping:
+    """``p[section][key]``; ValueError naming ``section.key`` unless it is a mapping."""
+    v = p[section][key]
+    if not isinstance(v, Mapping):
+        raise ValueError(f"{section}.{key} must be a mapping, got {v!r}")
+    return v
+
+
+def text(p: Mapping, section: str, key: str) -> str:
+    """``p[section][key]``; ValueError naming ``section.key`` unless it is a string with something to say (what the
+    caller hears: the refusal, the clarifying question)."""
+    v = p[section][key]
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError(f"{section}.{key} must be a non-empty string, got {v!r}")
+    return v
+
+
 def check(p: Mapping) -> None:
     """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
-    TypeError naming the key) before any model is started or called; ``llm.local_model`` must be a
-    `rag.llm.registry.MODELS` name when ``llm.url`` is empty."""
+    TypeError naming the key) before any model is started or called: ``llm.url`` empty or an http(s) URL, and
+    ``llm.local_model`` a `rag.llm.registry.MODELS` name when it is empty; ``retrieval.store`` empty or a
+    PostgreSQL URL; what the caller hears (``answer.refusal``, ``memory.clarify``) non-empty text."""
+    url = p["llm"]["url"]
+    if not isinstance(url, str) or (url and not re.match(r"https?://[^/\s]+", url)):
+        raise ValueError(f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {url!r}")
+    store = p["retrieval"].get("store") or ""
+    if not isinstance(store, str) or (store and not store.startswith(("postgresql://", "postgres://"))):
+        raise ValueError(f"retrieval.store must be empty or a postgresql:// URL, got "
+                         f"{store.split('://')[0] + '://...' if isinstance(store, str) else repr(store)}")
+    text(p, "memory", "clarify")
+    number(p, "memory", "ttl_min")
+    number(p, "memory", "retention_days")
     rewrite_rules(p)
     verify_rules(p)
     quarantine.allowed(p)
@@ -59,13 +88,15 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
     of ``p["verify"]["slots"]`` (one table for both: a service swapped in a follow-up is the same
     service the verifier checks), then the word pairs the KB's ``passages`` contrast
     (`rag.voice.rewrite.contrast_pairs` over their sentences)."""
-    r = p["rewrite"]
+    def table(key):
+        return dict(mapping(p, "rewrite", key))
+
     swap = tuple(tuple(t for terms in values.values() for t in terms)
-                 for slot, values in p["verify"]["slots"].items() if slot != "day")
-    rules = RewriteRules(fillers=words(p, "rewrite", "fillers"), units=dict(r["units"]), tens=dict(r["tens"]),
+                 for slot, values in mapping(p, "verify", "slots").items() if slot != "day")
+    rules = RewriteRules(fillers=words(p, "rewrite", "fillers"), units=table("units"), tens=table("tens"),
                          openers=words(p, "rewrite", "openers"), weekdays=words(p, "rewrite", "weekdays"),
-                         scales=dict(r["scales"]), articles=words(p, "rewrite", "articles"),
-                         joiners=words(p, "rewrite", "joiners"), fractions=dict(r["fractions"]),
+                         scales=table("scales"), articles=words(p, "rewrite", "articles"),
+                         joiners=words(p, "rewrite", "joiners"), fractions=table("fractions"),
                          past_words=words(p, "rewrite", "past_words"), to_words=words(p, "rewrite", "to_words"),
                          zero_words=words(p, "rewrite", "zero_words"), swap_classes=swap)
     if not passages:
@@ -109,7 +140,11 @@ def verify_rules(p: Mapping) -> VerifyRules:
     v = p["verify"]
     if not isinstance(v["answer_types"], Mapping):
         raise ValueError(f"verify.answer_types must map a type name to its cues and pattern, got {v['answer_types']!r}")
-    return VerifyRules(slots={k: dict(vals) for k, vals in v["slots"].items()}, groups=dict(v["groups"]),
+    slots = mapping(p, "verify", "slots")
+    bad = [k for k, vals in slots.items() if not isinstance(vals, Mapping)]
+    if bad:
+        raise ValueError(f"verify.slots.{bad[0]} must map a value to its terms, got {slots[bad[0]]!r}")
+    return VerifyRules(slots={k: dict(vals) for k, vals in slots.items()}, groups=dict(mapping(p, "verify", "groups")),
                        negations=words(p, "verify", "negations"), answer_types=dict(v["answer_types"]),
                        function_words=words(p, "verify", "function_words"), min_coverage=number(p, "verify", "min_coverage"))
 
@@ -119,7 +154,7 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
     fitted ``tau``."""
     a, llm = p["answer"], p["llm"]
     return AnswerSettings(k=number(p, "retrieval", "k", int), mode=p["retrieval"]["mode"], tau=float(tau),
-                          refusal=a["refusal"], answer_mode=a["mode"], max_len=number(p, "answer", "max_len", int),
+                          refusal=text(p, "answer", "refusal"), answer_mode=a["mode"], max_len=number(p, "answer", "max_len", int),
                           max_tokens=number(p, "llm", "max_tokens", int), timeout_s=number(p, "llm", "timeout_s"),
                           temperature=number(p, "llm", "temperature"), seed=number(p, "llm", "seed", int),
                           model=llm.get("model") or None, hybrid=hybrid_config(p),

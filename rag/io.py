@@ -36,6 +36,11 @@ def normalise_text(text: str) -> str:
     return text if unicodedata.is_normalized(form, text) else unicodedata.normalize(form, text)
 
 
+def line_of_byte(data: bytes, offset: int) -> int:
+    """The 1-based line of ``data`` that byte ``offset`` is on (for errors that name a file and line)."""
+    return data.count(b"\n", 0, offset) + 1
+
+
 def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     """Read a JSON-lines file; blank lines are skipped.
 
@@ -53,7 +58,8 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     try:
         lines = path.read_text(encoding="utf-8-sig").split("\n")  # read_text made CRLF and CR "\n"
     except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise InputError(f"{path}:{line_of_byte(e.object, e.start)}: not UTF-8 text ({e.reason} at byte "
+                         f"{e.start})") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

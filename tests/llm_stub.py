@@ -10,10 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Stub:
     """Serves one canned behaviour on 127.0.0.1:<free port>: ``content`` streamed in pieces,
     ``finish_reason``, an HTTP ``status``, or a ``delay_s`` before answering; ``piece_delay_s`` between
-    streamed pieces (a slow model). ``disconnected`` is set when a write finds the client gone (it cancelled)."""
+    streamed pieces (a slow model); ``body``: bytes sent as they are instead of an event stream (a server that does
+    not stream). ``disconnected`` is set when a write finds the client gone (it cancelled)."""
 
     def __init__(self, content: str = "", finish_reason: str = "stop", status: int = 200, delay_s: float = 0.0,
-                 events: list[str] | None = None, piece_delay_s: float = 0.0):
+                 events: list[str] | None = None, piece_delay_s: float = 0.0, body: bytes | None = None):
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -29,8 +30,11 @@ class Stub:
                     self.wfile.write(b'{"error": "boom"}')
                     return
                 self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Type", "text/plain" if stub.body is not None else "text/event-stream")
                 self.end_headers()
+                if stub.body is not None:
+                    self.wfile.write(stub.body)
+                    return
                 if stub.events is not None:  # raw `data:` payloads, malformed ones included
                     for e in stub.events:
                         self.wfile.write(b"data: " + e.encode() + b"\n\n")
@@ -52,7 +56,7 @@ class Stub:
                 self.wfile.flush()
 
         self.content, self.finish_reason, self.status, self.delay_s = content, finish_reason, status, delay_s
-        self.events, self.piece_delay_s = events, piece_delay_s
+        self.events, self.piece_delay_s, self.body = events, piece_delay_s, body
         self.disconnected = threading.Event()
         self.requests: list[dict] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -95,6 +95,11 @@ def run_cli(args, capsys):
     ("[a, b]", "expected a mapping of sections"),
     ("retrieval: [a: b", "invalid YAML"),
     ("retrieval: {k: many}\n", "retrieval.k must be a number, got 'many'"),
+    ("retrievel: {k: 3}\n", "retrievel is not a params.yaml key (did you mean retrieval?)"),  # before: ignored
+    ("retrieval: {kk: 3}\n", "retrieval.kk is not a params.yaml key (did you mean retrieval.k?)"),
+    ("retrieval: 5\n", "retrieval must be a mapping like params.yaml's, got 5"),
+    ("answer: [1, 2]\n", "answer must be a mapping like params.yaml's, got [1, 2]"),
+    ("verify: {slots: null}\n", "verify.slots must be a mapping like params.yaml's, got None"),
 ])
 def test_bad_params_files(small_kb, tmp_path, capsys, params_text, message):
     params = tmp_path / "p.yaml"
@@ -118,6 +123,14 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("verify", "min_coverage", None, "verify.min_coverage must be a number, got None"),
     ("select", "judge", "gpt", "select.judge must be one of ('rules', 'linear', 'mlp', 'cross'), got 'gpt'"),
     ("select", "design", "best", "select.design must be one of ('rules', 'linear', 'mlp', 'cross'), got 'best'"),
+    # found by a bad-input pass: before, the caller heard "42" or silence, or a traceback came from deep inside
+    ("answer", "refusal", 42, "answer.refusal must be a non-empty string, got 42"),
+    ("answer", "refusal", " ", "answer.refusal must be a non-empty string, got ' '"),
+    ("memory", "clarify", 7, "memory.clarify must be a non-empty string, got 7"),
+    ("memory", "ttl_min", "long", "memory.ttl_min must be a number, got 'long'"),
+    ("retrieval", "k", 0, "retrieval.k (passages retrieved) must be at least 1, got 0"),
+    ("retrieval", "store", "mysql://x", "retrieval.store must be empty or a postgresql:// URL, got mysql://..."),
+    ("verify", "slots", {"day": ["monday"]}, "verify.slots.day must map a value to its terms, got ['monday']"),
 ])
 def test_bad_params_fail_before_any_llm_call(small_kb, tmp_path, capsys, params, section, key, value, message):
     # A tester found these reported only after every LLM call had been made.
@@ -137,12 +150,28 @@ def test_more_bad_inputs(small_kb, tmp_path, capsys):
     assert code == 2 and "no answerable query" in err
     code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "r.jsonl", [dict(ROWS[0], relevant=["kb-refils"]), ROWS[3]]))], capsys)
     assert code == 2 and "query 'a1': relevant document(s) ['kb-refils'] not in the KB" in err
-    (tmp_path / "latin1.jsonl").write_bytes('{"id": "caf\xe9"}\n'.encode("latin-1"))
+    (tmp_path / "latin1.jsonl").write_bytes('\n{"id": "caf\xe9"}\n'.encode("latin-1"))
     code, err = run_cli(["run", str(small_kb), str(tmp_path / "latin1.jsonl")], capsys)
-    assert code == 2 and "latin1.jsonl: not UTF-8 text" in err
+    assert code == 2 and "latin1.jsonl:2: not UTF-8 text" in err  # the line, not only the byte
     (small_kb / "kb-folder.md").mkdir()
     code, err = run_cli(["run", str(small_kb), str(queries)], capsys)
     assert code == 2 and "kb-folder.md: not a readable file" in err
+
+
+@pytest.mark.parametrize("url, shown", [("not a url", "'not a url'"), ("ftp://127.0.0.1:9", "'ftp://127.0.0.1:9'")])
+def test_an_llm_url_that_is_no_http_url_exits_2(small_kb, tmp_path, capsys, url, shown):
+    # before: a warning, then every answer's reason was llm_connection_lost
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--llm-url", url,
+                         "--cache-dir", str(tmp_path)], capsys)
+    assert code == 2 and f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {shown}" in err
+
+
+def test_say_into_a_folder_exits_2_before_the_turn_is_kept(small_kb, tmp_path, capsys):
+    # before: the turn was answered and kept in memory, then IsADirectoryError from deep inside
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--session", "s1",
+                         "--say", str(tmp_path), "--cache-dir", str(tmp_path / "cache")], capsys)
+    assert (code, err) == (2, f"error: --say {tmp_path}: a folder; give the WAV file to write\n")
+    assert not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("question", ["", "   "])

@@ -54,6 +54,10 @@ def test_verified_answer_is_said(setup):
     (dict(events=["[1, 2]"]), "bad_stream"),
     (dict(events=['{"choices": [null]}']), "bad_stream"),
     (dict(events=['{"choices": [{"delta": {"content": 7}}]}']), "bad_stream"),
+    (dict(events=["Sure! We open at 9 a.m."]), "bad_stream"),                  # a data line that is not JSON
+    (dict(events=["[" * 200_000 + "]" * 200_000]), "bad_stream"),            # nested past Python's recursion limit
+    (dict(content='{"answer": ' + "[" * 3_000 + "]" * 3_000 + ', "source": "kb-hours"}'), "invalid_json"),
+    (dict(body=b"Sure! We open at 9 a.m. on Saturday."), "bad_stream"),        # HTTP 200, but no event stream
 ])
 def test_faults_fall_back(setup, stub_kwargs, error):
     with Stub(**stub_kwargs) as stub:

@@ -130,7 +130,9 @@ def test_chat_survives_bytes_that_are_not_utf8(call, monkeypatch, capsys, small_
 
 @pytest.mark.parametrize("session, why", [("", "--session is empty"), ("  ", "--session is empty"),
                                           ("a\nb", "--session 'a\\nb' holds a control character"),
-                                          ("x" * 201, "--session is 201 characters long (at most 200)")])
+                                          ("x" * 201, "--session is 201 characters long (at most 200)"),
+                                          ("a\u2028b", "--session 'a\\u2028b' holds a control character"),
+                                          ("call\u202e1", "--session 'call\\u202e1' holds a control character")])
 def test_a_bad_session_id_exits_2_and_writes_nothing(call, session, why):
     # before: "" was taken as no session (ask) or a new random one (chat), exit 0
     for args in (("ask", "what time do you open on saturday", "--session", session), ("chat", "--session", session)):

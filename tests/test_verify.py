@@ -39,6 +39,16 @@ def test_support_must_come_from_one_sentence():
     assert verify("We are open 9 a.m. to 6 p.m.", "kb-hours", ALL, KB) == (False, "numbers_split_across_sentences")
 
 
+def test_an_added_word_is_unsupported():
+    # A free answer that keeps the price but adds a claim: every content word must be in the supporting sentence
+    # (before, half of them were enough and both were said as verified).
+    q = "how much is a flu shot"
+    assert verify("A flu shot costs $30 and requires a referral.", "kb-vaccines", ALL, KB, q) == (
+        False, "no_supporting_sentence")
+    assert verify("A flu shot costs $30 with insurance.", "kb-vaccines", ALL, KB, q) == (False, "no_supporting_sentence")
+    assert verify("Flu shots cost $30.", "kb-vaccines", ALL, KB, q) == (True, "ok")  # stemmed: shots = shot
+
+
 def test_wrong_day_is_caught():
     # The seed's grounded-but-wrong answer: weekday hours for a Saturday question.
     q = "what time do you open on saturday"
@@ -60,7 +70,11 @@ def test_polarity():
     assert verify("We accept personal checks.", "kb-billing", ALL, KB, q) == (False, "polarity")
     assert verify("Yes.", "kb-billing", ALL, KB, q) == (False, "polarity")
     assert verify("No, we do not accept personal checks.", "kb-billing", ALL, KB, q) == (True, "ok")
-    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, "are you open on sunday") == (False, "polarity")
+    # "open" is a word the Sunday sentence does not say: refused before polarity is looked at
+    assert verify("We are open on Sunday.", "kb-hours", ALL, KB, "are you open on sunday") == (
+        False, "no_supporting_sentence")
+    assert verify("Yes.", "kb-hours", ALL, KB, "are you closed on sunday") == (True, "ok")
+    assert verify("Yes.", "kb-hours", ALL, KB, "are you open on sunday") == (False, "polarity")
 
 
 def test_sentences_keep_abbreviations():

@@ -97,6 +97,8 @@ def _json_object(content: str, schema: dict) -> tuple[dict | None, str | None, s
         obj = json.loads(content)
     except json.JSONDecodeError as e:
         return None, "invalid_json", e.msg
+    except RecursionError:  # nesting deeper than Python's recursion limit ("[[[[..."): not an answer either
+        return None, "invalid_json", "nested too deeply"
     if not isinstance(obj, dict) or set(obj) != set(schema["properties"]):
         keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
         return None, "schema_violation", f"keys {keys}"
@@ -217,6 +219,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     if model:
         body["model"] = model
     parts: list[str] = []
+    events = 0  # server-sent ``data:`` lines seen
     may_decline = next(iter(schema["properties"])) == "source"
     connect_s = min(CONNECT_S, budget)
     responded = False
@@ -237,10 +240,14 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                     break
                 if not line.startswith(b"data: "):
                     continue
-                data = line[6:]
+                data, events = line[6:], events + 1
                 if data.strip() == b"[DONE]":
                     break
-                chunk = json.loads(data)
+                try:
+                    chunk = json.loads(data)
+                except (ValueError, RecursionError):  # not JSON, bad UTF-8, or nested past the recursion limit
+                    reply.error, reply.detail = "bad_stream", f"chunk is not JSON: {data[:100]!r}"
+                    return _done(reply, start)
                 choices = chunk.get("choices") if isinstance(chunk, dict) else None
                 if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
                     reply.error, reply.detail = "bad_stream", f"malformed chunk {data[:100]!r}"
@@ -275,7 +282,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         else:
             reply.error = "connection_lost"
         reply.detail = str(e)[:200]
-    except (requests.RequestException, json.JSONDecodeError) as e:
+    except requests.RequestException as e:
         reply.error, reply.detail = "connection_lost", f"bad stream: {str(e)[:200]}"
     finally:
         if watchdog is not None:
@@ -292,6 +299,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         return _done(reply, start)
     if reply.finish_reason == "length":
         reply.error, reply.detail = "truncated", f"finish_reason length at max_tokens={max_tokens}"
+        return _done(reply, start)
+    if reply.finish_reason is None and not events:
+        reply.error, reply.detail = "bad_stream", "HTTP 200 without server-sent events (not a streaming chat server?)"
         return _done(reply, start)
     if reply.finish_reason is None:
         reply.error, reply.detail = "connection_lost", "stream ended without finish_reason"

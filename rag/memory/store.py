@@ -108,14 +108,19 @@ def clean_text(text: str) -> str:
         return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
 
 
+BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})  # reorder what is printed
+
+
 def session_problem(session: str) -> str | None:
     """Why ``session`` cannot be a session id (None when it can): empty or only spaces, longer than
-    `SESSION_MAX` characters, or holding a control character, a line break or bytes that are not UTF-8."""
+    `SESSION_MAX` characters, or holding a control character, a line break (U+2028 and U+2029 too), a
+    bidirectional override or bytes that are not UTF-8."""
     if not session.strip():
         return "--session is empty"
     if len(session) > SESSION_MAX:
         return f"--session is {len(session)} characters long (at most {SESSION_MAX})"
-    if any(unicodedata.category(c) in ("Cc", "Cs") for c in session):
+    if any(unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") or unicodedata.bidirectional(c) in BIDI_CONTROLS
+           for c in session):
         return f"--session {clean_text(session)!r} holds a control character or bytes that are not UTF-8"
     return None
 

@@ -6,7 +6,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.io import InputError, normalise_text
+from rag.io import InputError, line_of_byte, normalise_text
 from rag.voice.quarantine import instruction_like
 
 
@@ -158,7 +158,8 @@ def _read(f: Path) -> str:
     try:
         text = f.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(f"{f}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise InputError(f"{f}:{line_of_byte(e.object, e.start)}: not UTF-8 text ({e.reason} at byte "
+                         f"{e.start})") from None
     if "\x00" in text:
         raise InputError(f"{f}: not a text file (NUL byte at character {text.index(chr(0))})")
     return text

@@ -48,6 +48,8 @@ class AnswerSettings:
                              f"{self.deadline_s} and {self.reserve_s}")
         if not -1.0 <= self.min_sentence_cosine <= 1.0:
             raise ValueError(f"answer.min_sentence_cosine is a cosine, in [-1, 1]; got {self.min_sentence_cosine}")
+        if self.k < 1:
+            raise ValueError(f"retrieval.k (passages retrieved) must be at least 1, got {self.k}")
         if self.mode not in MODES:
             raise ValueError(f"unknown retrieval mode {self.mode!r}; expected one of {MODES}")
         if self.answer_mode not in ("free", "choose"):

@@ -48,8 +48,10 @@ class VerifyRules:
     negations: cues that make a sentence or answer negative: words ("not", "dont", "without") or phrases
     ("out of network"), matched as whole normalised words; antonyms are listed ("unable", "ineligible"),
     not found by a prefix rule ("un"/"in"/"non" would also fire on "under", "insurance", "nonstop").
-    function_words / min_coverage: at least ``min_coverage`` of the answer's content words (not
-    function words, not numbers) must appear in its supporting sentence.
+    function_words: every content word of an answer (not a function word, not a number) must appear in its
+    supporting sentence: a word the sentence does not say is a claim it does not support ("A flu shot costs $30
+    and requires a referral." is not "A flu shot costs $30."). min_coverage: the share of the question's key
+    terms a sentence must hold to support a bare "Yes."/"No." (`yes_no_supported`).
     answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
     regex an answering sentence matches ("3 business days"); used to pick extractive sentences.
     """
@@ -265,7 +267,7 @@ def yes_no_supported(query: str | None, sentence: str, rules: VerifyRules = DEFA
     Rule: the query's key terms (`_content`: stemmed, so "checks" = "check"; negation cues left to the
     polarity check) must be non-empty, and the sentence must hold at least one of them AND at least
     ``rules.min_coverage`` of them. A bare reply claims the query's proposition, so the query's terms
-    stand in for the answer's own (the same share as the answer coverage rule); "at least one" keeps a
+    stand in for the answer's own (a share, not all: a transcript's misheard words are no claim); "at least one" keeps a
     query without content words (or no query) from passing vacuously. "do you take personal checks"
     (take, personal, check) is supported by "We do not accept personal checks." (2 of 3), not by
     "Parking in the clinic lot is free for patients." (0).
@@ -314,7 +316,7 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
                                            len(own & _content(s, rules)), len(asked & _content(s, rules))))
     if bare and not yes_no_supported(query, support, rules):
         return False, "yes_no_unsupported"
-    if own and len(own & _content(support, rules)) < rules.min_coverage * len(own):
+    if own - _content(support, rules):
         return False, "no_supporting_sentence"
     if query is not None:
         slot = slots_conflict(query, support, rules)
