@@ -37,6 +37,21 @@ def small_kb(tmp_path):
     return kb
 
 
+def public_data(path: str) -> Path:
+    """A public data set's file (``path`` under params ``data.dest_dir`` / ``data.shared_dir``, e.g.
+    "heysquad/dev-common-original-1002.json"): where stage fetch_data put it (`make repro`), else the verbatim copy
+    beside the checkout (../shared/data). Fails the test naming both places when neither has it: these tests need
+    the data, they are not skipped."""
+    from rag.io import read_params
+
+    d = read_params(ROOT / "params.yaml")["data"]
+    for base in (ROOT / d["dest_dir"], ROOT / d["shared_dir"]):
+        if (base / path).exists():
+            return base / path
+    pytest.fail(f"{path}: not in {d['dest_dir']}/ (run `make repro`: stage fetch_data downloads it) nor in "
+                f"{d['shared_dir']}/ (README, first paragraph)")
+
+
 def write_params(path, p: dict):
     """Write a params mapping as YAML 1.2 (ruamel.yaml, the dialect DVC writes and `rag.io.read_params` reads)."""
     from ruamel.yaml import YAML

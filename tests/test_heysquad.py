@@ -1,6 +1,5 @@
 """HeySQuAD dev-common: loading the three files, the seeded sample, a sampled retrieval run, ASR penalty."""
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,11 +10,16 @@ from rag.io import InputError
 from rag.voice.queries import raw_queries, rewrite_queries
 from rag.retrieval.search import PassageIndex
 
-HEYSQUAD = Path(__file__).resolve().parents[2] / "shared/data/heysquad"
+
+@pytest.fixture(scope="module")
+def heysquad():
+    from conftest import public_data
+
+    return public_data("heysquad")
 
 
-def test_three_files_share_questions_and_paragraphs():
-    passages, queries = load_heysquad(HEYSQUAD)
+def test_three_files_share_questions_and_paragraphs(heysquad):
+    passages, queries = load_heysquad(heysquad)
     assert (len(passages), len(queries)) == (311, 1002)
     assert queries[0] == {"id": "5733a5f54776f41900660f48", "relevant": ["0_0"], "answerable": True,
                           "typed": "What year was Casimir Pulaski born in Warsaw?",
@@ -23,8 +27,8 @@ def test_three_files_share_questions_and_paragraphs():
                           "machine": "what year was casimir pulaski born in warsaw", "answers": ["1745"]}
 
 
-def test_seeded_sample_and_a_sampled_run():
-    passages, queries = load_heysquad(HEYSQUAD)
+def test_seeded_sample_and_a_sampled_run(heysquad):
+    passages, queries = load_heysquad(heysquad)
     assert sample(passages, queries, 0, 0) == (passages, queries)
     with pytest.raises(ValueError):
         sample(passages, queries, 312, 0)

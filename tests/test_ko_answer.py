@@ -197,16 +197,17 @@ def ko_params(tmp_path):
     from conftest import ROOT, write_params
     from rag.io import read_params
 
+    from conftest import public_data
+
     p = read_params(ROOT / "params.yaml")
     squad = ROOT / p["ko"]["squad_path"]          # fetched by stage fetch_data, else the verbatim copy it comes from
-    if not squad.is_file():
-        squad = ROOT / p["data"]["shared_dir"] / squad.relative_to(ROOT / p["data"]["dest_dir"])
-    p["ko"]["squad_path"] = str(squad)
+    p["ko"]["squad_path"] = str(public_data(str(squad.relative_to(ROOT / p["data"]["dest_dir"]))))
     p["ko"]["data_dir"] = str(tmp_path / "ko")
     p["ko"]["metrics_dir"] = str(tmp_path / "ko_metrics")
     path = write_params(tmp_path / "params.yaml", p)
-    subprocess.run([sys.executable, str(ROOT / "stages" / "ko_prepare.py"), "--params", str(path)], check=True,
-                   cwd=ROOT, capture_output=True)
+    done = subprocess.run([sys.executable, str(ROOT / "stages" / "ko_prepare.py"), "--params", str(path)],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, f"stages/ko_prepare.py failed:\n{done.stderr[-2000:]}"
     return path, p
 
 

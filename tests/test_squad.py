@@ -1,13 +1,11 @@
 """SQuAD JSON -> BEIR conversion, duplicate passages, split by article (no leakage), qrels."""
 import json
-from pathlib import Path
 
 import pytest
 
 from rag.io import InputError
 from rag.bench.squad import load_squad, parse_squad, passage_text, split_articles, split_queries
 
-KORQUAD = Path(__file__).resolve().parents[2] / "shared/data/korquad_v1_dev/KorQuAD_v1.0_dev.json"
 
 
 def qa(qid, question):
@@ -114,7 +112,9 @@ def test_split_queries_follow_their_article_and_qrels_stay_on_the_same_side():
 
 
 def test_korquad_dev_conversion_and_split_have_no_leakage():
-    ds = load_squad(KORQUAD)
+    from conftest import public_data
+
+    ds = load_squad(public_data("korquad_v1_dev/KorQuAD_v1.0_dev.json"))
     assert len(ds.articles) == 140
     assert len(ds.passages) + len(ds.aliases) == 964
     assert ds.aliases == {"68_4": "68_3", "68_5": "68_3", "125_46": "125_36"}
