@@ -172,17 +172,32 @@ def run():
         w = np.concatenate([np.full(n_h, 1.0 - share), np.full(len(y) - n_h, share * n_h / max(len(y) - n_h, 1))])
         return selection.fit(x, y, design, int(s["seed"]), w / w.mean()), len(y), int(y.sum())
 
+    def fitted_listwise(clinic_part):
+        """``listwise`` fitted on the HeySQuAD training half's questions plus ``clinic_part``'s, the clinic's
+        questions together holding ``select.clinic_share`` of the weight (`rag.voice.selection.fit_listwise`)."""
+        gs = [g for g in train + clinic_part if not g["near_miss"] and g["y"][g["keep"]].any()]
+        ours = {id(g) for g in clinic_part}
+        n_c = sum(id(g) in ours for g in gs)
+        share = float(s["clinic_share"]) if n_c else 0.0
+        w = [share * (len(gs) - n_c) / n_c if id(g) in ours else 1.0 - share for g in gs]
+        m = selection.fit_listwise([(g["x"][g["keep"]], g["y"][g["keep"]]) for g in gs], w, float(s["listwise_l2"]))
+        return m, sum(int(g["keep"].sum()) for g in gs), sum(int(g["y"][g["keep"]].sum()) for g in gs)
+
     scorers, out_of_fold = {}, {}
-    for design in ("linear", "mlp"):  # the cross design is stage train_cross's
-        m, n, pos = fitted(design, clinic)
-        held = {k: fitted(design, [g for g in clinic if fold[g["near"]] != k])[0] for k in (0, 1)}
+    for design in ("linear", "mlp", "listwise"):  # the cross design is stage train_cross's
+        fit = fitted_listwise if design == "listwise" else (lambda part, d=design: fitted(d, part))
+        m, n, pos = fit(clinic)
+        held = {k: fit([g for g in clinic if fold[g["near"]] != k])[0] for k in (0, 1)}
         best = [held[fold[g["near"]]].probabilities(g["x"]) for g in clinic]  # out-of-fold: never its own fit
-        m.min_score = round(selection.choose_min_score([b.max() for b in best],
-                                                       [bool(g["y"][int(np.argmax(b))]) for g, b in zip(clinic, best)],
-                                                       [not g["near_miss"] for g in clinic]), 6)
-        m.meta = {"trained_on": "HeySQuAD dev-common, even articles, typed + human + machine, with near misses; "
-                                f"the clinic's labelled questions ({s['clinic_share']} of the weight)",
-                  "min_score_chosen_on": "the clinic's questions and near misses, out-of-fold (two halves by document)",
+        if design != "listwise":  # listwise ranks only: min_score 0, the gate and answer.min_sentence_cosine refuse
+            m.min_score = round(selection.choose_min_score(
+                [b.max() for b in best], [bool(g["y"][int(np.argmax(b))]) for g, b in zip(clinic, best)],
+                [not g["near_miss"] for g in clinic]), 6)
+        m.meta = {"trained_on": "HeySQuAD dev-common, even articles, typed + human + machine"
+                                + (", with near misses" if design != "listwise" else " (questions with a right candidate)")
+                                + f"; the clinic's labelled questions ({s['clinic_share']} of the weight)",
+                  "min_score_chosen_on": ("none: it ranks only" if design == "listwise" else
+                                          "the clinic's questions and near misses, out-of-fold (two halves by document)"),
                   "candidates": n, "positives": pos}
         m.save(ROOT / s["model_dir"] / f"selection-{design}.json")
         scorers[design], out_of_fold[design] = m, report(clinic, m, best)

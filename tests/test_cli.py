@@ -121,8 +121,8 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("verify", "answer_types", {"time": {"cues": "what time", "pattern": "pm"}}, "time.cues must be a non-empty list"),
     ("answer", "min_sentence_cosine", "high", "answer.min_sentence_cosine must be a number, got 'high'"),
     ("verify", "min_coverage", None, "verify.min_coverage must be a number, got None"),
-    ("select", "judge", "gpt", "select.judge must be one of ('rules', 'linear', 'mlp', 'cross'), got 'gpt'"),
-    ("select", "design", "best", "select.design must be one of ('rules', 'linear', 'mlp', 'cross'), got 'best'"),
+    ("select", "judge", "gpt", "select.judge must be one of ('rules', 'linear', 'mlp', 'listwise', 'cross'), got 'gpt'"),
+    ("select", "design", "best", "select.design must be one of ('rules', 'linear', 'mlp', 'listwise', 'cross'), got 'best'"),
     # found by a bad-input pass: before, the caller heard "42" or silence, or a traceback came from deep inside
     ("answer", "refusal", 42, "answer.refusal must be a non-empty string, got 42"),
     ("answer", "refusal", " ", "answer.refusal must be a non-empty string, got ' '"),

@@ -127,6 +127,18 @@ def test_weak_extractive_pick_is_refused(setup, params):
     assert (out["status"], out["say"], out["reason"]) == ("refused", s.refusal, "llm_timeout; sentence_below_min_cosine")
     said = decide(row, kb, get_embedder().embed_one(q), dataclasses.replace(s, min_sentence_cosine=0.0))
     assert (said["status"], said["say"]) == ("extractive", "Your doctor can refer you to a specialist.")
+    # whatever ranks the sentences, a pick under the floor is refused (before, only the rules' pick was held to it)
+    from conftest import ROOT
+    from rag.voice.selection import AnswerScorer
+
+    for design in ("listwise", "mlp"):
+        scorer = AnswerScorer.load(ROOT / "models" / f"selection-{design}.json")
+        scorer.min_score = 0.0  # the floor alone
+        out = decide(row, kb, get_embedder().embed_one(q), s, scorer=scorer)
+        assert out["status"] == "extractive" and out["say"] != "Your doctor can refer you to a specialist.", design
+        high = dataclasses.replace(s, min_sentence_cosine=0.9)
+        out = decide(row, kb, get_embedder().embed_one(q), high, scorer=scorer)
+        assert (out["status"], out["reason"]) == ("refused", "llm_timeout; sentence_below_min_cosine"), design
 
 
 def test_extractive_ranks_sentences_in_the_retrieval_mode():

@@ -191,7 +191,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     at least as well as the extractive pick, scored by the same judge (``weaker_than_extractive`` otherwise): with
     the LLM on, nothing the judge ranks below the LLM-off pick is said. Anything else is replaced by `extractive`,
     or by the refusal when no sentence agrees with the query, the pick's cosine is below
-    ``settings.min_sentence_cosine`` (without a scorer) or its score is below ``scorer.min_score``
+    ``settings.min_sentence_cosine`` (with or without a scorer) or its score is below ``scorer.min_score``
     (``no_sentence_answers``: the scorer's part of the gate).
     ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
     """
@@ -236,7 +236,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     fallback = pick()
     if fallback is None:
         why = "no sentence agrees with the query"
-    elif scorer is None and fallback.cosine < settings.min_sentence_cosine:
+    elif fallback.cosine < settings.min_sentence_cosine:  # whatever ranked it first
         why = "sentence_below_min_cosine"
     elif scorer is not None and fallback.score < scorer.min_score:
         why = "no_sentence_answers"

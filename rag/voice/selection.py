@@ -16,9 +16,11 @@ selection, Wang et al. 2007; near-miss negatives the way SQuAD 2.0 made unanswer
 - generic answer types: what the question asks for (money, duration, clock time, date, count, phone number,
   place, yes/no) against what the sentence holds, found by regular expressions over digits *and* number words.
 
-`AnswerScorer` is the fitted model (logistic regression or a one-hidden-layer MLP, scikit-learn), shipped as JSON
-and run in numpy: ``scores(...)`` gives each candidate's probability that it answers the question. It ranks the
-extractive candidates, gates (no candidate scores ``min_score`` -> refuse) and checks LLM answers.
+`AnswerScorer` is the fitted model (logistic regression or a one-hidden-layer MLP, scikit-learn, trained on each
+candidate alone; or ``listwise``: a linear score trained on each question's candidates together, `fit_listwise`),
+shipped as JSON and run in numpy: ``scores(...)`` gives each candidate's score in [0, 1] that it answers the
+question. It ranks the extractive candidates, gates (no candidate scores ``min_score`` -> refuse) and checks LLM
+answers.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import numpy as np
 from rag.retrieval.phonetic import phonetic_key
 from rag.retrieval.indexes import word_tokens
 
-DESIGNS = ("rules", "linear", "mlp", "cross")  # rules: the answer-type tables and the retrieval ranking (no model)
+DESIGNS = ("rules", "linear", "mlp", "listwise", "cross")  # rules: the answer-type tables and the retrieval ranking (no model)
 
 # Generic English function words (not a KB's table): what a "key term" of a question is not.
 STOPWORDS = frozenset("""a an the and or but if of at by for with about to from in on off out up over into onto
@@ -213,15 +215,17 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
 class AnswerScorer:
     """A fitted answer-selection model: ``scores`` = P(the sentence answers the question), in [0, 1].
 
-    design: "linear" (logistic regression) or "mlp" (one hidden ReLU layer, logistic output); the inputs are
-    `FEATURES` standardised with ``mean`` / ``scale``. ``min_score``: below it a candidate is not an answer
-    (the gate refuses when no candidate reaches it; an LLM answer under it fails verification).
+    design: "linear" (logistic regression), "mlp" (one hidden ReLU layer, logistic output) or "listwise" (a linear
+    score through the logistic function, fitted by `fit_listwise`: it ranks a question's candidates, its level is not
+    a probability); the inputs are `FEATURES` standardised with ``mean`` / ``scale``. ``min_score``: below it a
+    candidate is not an answer (the gate refuses when no candidate reaches it; an LLM answer under it fails
+    verification); 0 for ``listwise``, which only ranks.
     """
 
     def __init__(self, design: str, mean, scale, layers: list[tuple[list, list]], min_score: float,
                  features: Sequence[str] = FEATURES, meta: Mapping | None = None):
-        if design not in ("linear", "mlp"):
-            raise ValueError(f"unknown feature-model design {design!r}; expected linear or mlp")
+        if design not in ("linear", "mlp", "listwise"):
+            raise ValueError(f"unknown feature-model design {design!r}; expected linear, mlp or listwise")
         if tuple(features) != FEATURES:
             raise ValueError(f"the model was fitted on features {list(features)}, this code computes {list(FEATURES)}")
         self.design, self.min_score, self.meta = design, float(min_score), dict(meta or {})
@@ -247,7 +251,9 @@ class AnswerScorer:
             h = h @ w + b
             if i < len(self.layers) - 1:
                 h = np.maximum(h, 0.0)
-        return 1.0 / (1.0 + np.exp(-h.reshape(len(h), -1)[:, 0])) if len(h) else np.zeros(0)
+        from scipy.special import expit  # the logistic function without overflow warnings for large logits
+
+        return expit(h.reshape(len(h), -1)[:, 0]) if len(h) else np.zeros(0)
 
     def scores(self, query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str, np.ndarray]],
                contexts: Sequence[str], docs: Mapping[str, str], stats: TermStats) -> np.ndarray:
@@ -302,6 +308,45 @@ def fit(x: np.ndarray, y: np.ndarray, design: str, seed: int = 0, weights: np.nd
     else:
         raise ValueError(f"unknown scorer design {design!r}; expected linear or mlp")
     return AnswerScorer(design, mean, scale, layers, 0.5)
+
+
+def fit_listwise(groups: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float] | None = None,
+                 l2: float = 1e-2) -> AnswerScorer:
+    """Fit a ``listwise`` scorer: a linear score w . z over standardised `FEATURES` whose softmax over one question's
+    candidates puts its probability on the right ones (the conditional logit of McFadden 1973; ListNet's top-one
+    cross-entropy, Cao et al. 2007): the loss of a question is -sum_i t_i log softmax(Z w)_i with t the right
+    candidates, each of equal share; mean over questions, weighted, plus ``l2`` |w|^2; minimised by L-BFGS from 0
+    (deterministic). It learns which candidate answers *best*, not whether any does: ``min_score`` is 0.
+
+    groups: ``(x, y)`` per question, x (n_i, len(FEATURES)) features and y (n_i,) bools; a question without a right
+    candidate teaches a ranking nothing and is left out. weights: per question (default 1; normalised to mean 1).
+    Raises ValueError when no question has a right candidate."""
+    from scipy.optimize import minimize
+
+    pairs = [(np.asarray(x, float), np.asarray(y, bool), w) for (x, y), w in
+             zip(groups, np.ones(len(groups)) if weights is None else weights) if np.asarray(y, bool).any()]
+    if not pairs:
+        raise ValueError("listwise training data needs questions with a right candidate")
+    allx = np.vstack([x for x, _, _ in pairs])
+    mean, scale = allx.mean(axis=0), allx.std(axis=0)
+    scale[scale == 0] = 1.0
+    zs = [(x - mean) / scale for x, _, _ in pairs]
+    ts = [y / y.sum() for _, y, _ in pairs]
+    ws = np.array([w for _, _, w in pairs], float)
+    ws = ws / ws.mean()
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        total, grad = 0.0, np.zeros_like(w)
+        for z, t, weight in zip(zs, ts, ws):
+            s = z @ w
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            total -= weight * float(t @ np.log(p + 1e-12))
+            grad -= weight * (z.T @ (t - p))
+        return total / len(zs) + l2 * float(w @ w), grad / len(zs) + 2.0 * l2 * w
+
+    w = minimize(loss, np.zeros(allx.shape[1]), jac=True, method="L-BFGS-B").x
+    return AnswerScorer("listwise", mean, scale, [(w[:, None].tolist(), [0.0])], 0.0)
 
 
 class CrossScorer:

@@ -24,7 +24,7 @@ from rag.voice.rewrite import DEFAULT_RULES, RewriteRules, normalise, normalise_
 
 REASONS = ("ok", "empty_answer", "source_none", "source_not_retrieved", "source_unknown",
            "number_not_in_source", "numbers_split_across_sentences", "no_supporting_sentence",
-           "wrong_day", "wrong_service", "yes_no_unsupported", "polarity")
+           "wrong_day", "wrong_service", "yes_no_unsupported", "polarity", "unsupported_words")
 
 # The seed split on (?<=[.!?])\s+; requiring a capital or digit next keeps "9 a.m. to 1 p.m." whole.
 # Candidate ends are . ! or ? then whitespace; `split_sentences` keeps one only before a capital (any script:
@@ -48,10 +48,11 @@ class VerifyRules:
     negations: cues that make a sentence or answer negative: words ("not", "dont", "without") or phrases
     ("out of network"), matched as whole normalised words; antonyms are listed ("unable", "ineligible"),
     not found by a prefix rule ("un"/"in"/"non" would also fire on "under", "insurance", "nonstop").
-    function_words: every content word of an answer (not a function word, not a number) must appear in its
-    supporting sentence: a word the sentence does not say is a claim it does not support ("A flu shot costs $30
-    and requires a referral." is not "A flu shot costs $30."). min_coverage: the share of the question's key
-    terms a sentence must hold to support a bare "Yes."/"No." (`yes_no_supported`).
+    function_words / min_coverage: at least ``min_coverage`` of the answer's content words (not function words,
+    not numbers) must appear in a sentence for it to be the supporting one (else ``no_supporting_sentence``); once
+    it is, and slots and polarity agree, every one of them must (else ``unsupported_words``: "A flu shot costs $30
+    and requires a referral." is not "A flu shot costs $30."; negation cues are left to polarity).
+    For a bare "Yes."/"No." the question's key terms stand in (`yes_no_supported`).
     answer_types: what a question asks for: a cue phrase in the query ("how long") names a type whose
     regex an answering sentence matches ("3 business days"); used to pick extractive sentences.
     """
@@ -248,6 +249,19 @@ def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
         tuple(words[i:i + len(p)]) == p for p in phrases for i in range(len(words) - len(p) + 1))
 
 
+def _claims(answer: str, rules: VerifyRules = DEFAULT_VERIFY) -> set[str]:
+    """The content words an answer claims, its negation cues left out (a single cue, or the words of a cue phrase
+    where the phrase stands: "no longer", "out of network"): polarity judges those, coverage the rest."""
+    words = normalise(answer)
+    single, phrases = _negation_cues(tuple(rules.negations))
+    cue = {i for i, w in enumerate(words) if w in single}
+    for p in phrases:
+        for i in range(len(words) - len(p) + 1):
+            if tuple(words[i:i + len(p)]) == p:
+                cue.update(range(i, i + len(p)))
+    return _content(" ".join(w for i, w in enumerate(words) if i not in cue), rules)
+
+
 def _content(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> set[str]:
     """Content words: stemmed, no function words, no numbers."""
     stop = set(rules.function_words)
@@ -267,7 +281,7 @@ def yes_no_supported(query: str | None, sentence: str, rules: VerifyRules = DEFA
     Rule: the query's key terms (`_content`: stemmed, so "checks" = "check"; negation cues left to the
     polarity check) must be non-empty, and the sentence must hold at least one of them AND at least
     ``rules.min_coverage`` of them. A bare reply claims the query's proposition, so the query's terms
-    stand in for the answer's own (a share, not all: a transcript's misheard words are no claim); "at least one" keeps a
+    stand in for the answer's own (the same share as the answer coverage rule); "at least one" keeps a
     query without content words (or no query) from passing vacuously. "do you take personal checks"
     (take, personal, check) is supported by "We do not accept personal checks." (2 of 3), not by
     "Parking in the clinic lot is free for patients." (0).
@@ -316,7 +330,7 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
                                            len(own & _content(s, rules)), len(asked & _content(s, rules))))
     if bare and not yes_no_supported(query, support, rules):
         return False, "yes_no_unsupported"
-    if own - _content(support, rules):
+    if own and len(own & _content(support, rules)) < rules.min_coverage * len(own):
         return False, "no_supporting_sentence"
     if query is not None:
         slot = slots_conflict(query, support, rules)
@@ -330,4 +344,7 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
         negative = is_negative(answer, rules)
     if is_negative(support, rules) != negative:
         return False, "polarity"
+    extra = _claims(answer, rules) - _content(support, rules)
+    if extra:  # "A flu shot costs $30 and requires a referral.": most words are the sentence's, the claim is not
+        return False, "unsupported_words"
     return True, "ok"
