@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import sys
+import unicodedata
 from pathlib import Path
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise InputError("give the question as text or as --wav FILE (one of the two)")
             heard = _hear(args.wav, p, args) if args.wav else None
             question = heard.text if heard else normalise_text(args.question)  # as KB text is: NFKC, NFC for Hangul
-            if not question.strip():
+            if not question.strip() or all(unicodedata.category(c) in ("Cf", "Zs") for c in question.strip()):
+                # only spaces and invisible format characters (U+200B, U+FEFF): nothing was asked
                 raise InputError(f"{args.wav}: the recogniser heard nothing" if heard else "the question is empty")
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
             if track == "ko" and (args.session or args.say):
@@ -148,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.gate}: {e} (fit one for these settings: `rag run KB QUERIES --fit-gate` on labelled "
               "questions, or `dvc repro threshold`)", file=sys.stderr)
         return 2
-    except (InputError, ThresholdError) as e:
+    except ThresholdError as e:  # the labels of the questions file cannot fit a gate (run --fit-gate)
+        print(f"error: {getattr(args, 'queries', args.params)}: {e}", file=sys.stderr)
+        return 2
+    except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:

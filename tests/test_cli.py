@@ -174,7 +174,13 @@ def test_say_into_a_folder_exits_2_before_the_turn_is_kept(small_kb, tmp_path, c
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("question", ["", "   "])
+def test_a_gate_the_labels_cannot_fit_names_the_questions_file(small_kb, tmp_path, capsys):
+    answerable_only = write(tmp_path / "q.jsonl", [r for r in ROWS if r["answerable"]])
+    code, err = run_cli(["run", str(small_kb), str(answerable_only), "--fit-gate", "--cache-dir", str(tmp_path)], capsys)
+    assert (code, err) == (2, f"error: {answerable_only}: fitting the gate needs answerable and unanswerable questions\n")
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\u200b", "\u00a0\u2003\ufeff"])
 def test_ask_an_empty_question_exits_2(question, capsys):
     from rag.__main__ import main
 
