@@ -192,7 +192,7 @@ def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
 
     from rag.io import InputError
 
-    open_table = any(f"{at}".startswith(t + ".") for t in OPEN_TABLES)
+    open_table = any(at.startswith(t + ".") for t in OPEN_TABLES)
     for k, v in over.items():
         name = f"{at}{k}"
         if k not in base and not open_table:
