@@ -39,8 +39,17 @@ def test_pronoun_is_replaced_by_the_earlier_topic(resolver):
 
 def test_weak_pronoun_takes_the_topic_and_its_own_weekday_wins(resolver):
     got = resolve_all(resolver, ["what time does the pharmacy open on saturday", "is it open on sunday"])
-    # "saturday" gives way to the turn's own "sunday"; the words the turn already says are not repeated
-    assert got[1] == ("pronoun", "is time pharmacy open on sunday")
+    # "saturday" gives way to the turn's own "sunday"; the words the turn already says are not repeated; "time"
+    # (a word this KB lacks) stays out while "pharmacy" (one it holds) names the topic
+    assert got[1] == ("pronoun", "is pharmacy open on sunday")
+
+
+def test_the_topic_prefers_words_the_kb_holds_over_misheard_ones(resolver):
+    # "youtube", "boarding" and "visits" are specific; "youtube" (the recogniser's garbage) is not a KB word
+    assert resolve_all(resolver, ["up the youtube boarding visits", "how much is it"])[1] == (
+        "pronoun", "how much is boarding visits")
+    # a topic of words the KB lacks only ("see", "zebras") is still carried: it is all the caller gave
+    assert resolve_all(resolver, ["do you see zebras", "how much is it"])[1] == ("pronoun", "how much is see zebras")
 
 
 def test_opener_and_ellipsis_swap_a_contrasted_term(resolver):
@@ -69,6 +78,9 @@ def test_a_tail_with_its_own_topic_replaces_the_alternatives_it_never_shares_a_s
 def test_a_follow_up_with_nothing_before_it_is_not_guessed(resolver):
     assert resolver.resolve("what about the saturday").kind == "no_antecedent"
     assert resolver.resolve("and when does she work?").kind == "no_antecedent"
+    # "them" always points back, even beside words of the question's own (recogniser's "um can you send them")
+    assert resolver.resolve("on any send them to my new doctor").kind == "no_antecedent"
+    assert resolver.resolve("can you send them to doctor patel", ["how much are dog pills"]).kind == "pronoun"
     assert resolver.resolve("what about the saturday").query == ""
 
 
@@ -101,7 +113,7 @@ def test_specific_words_come_from_document_frequencies(resolver):
 
 def test_params_build_the_rules(params):
     rules = config.follow_up_rules(params)
-    assert "she" in rules.pronouns and "it" in rules.weak_pronouns and "is there" in rules.not_referring
+    assert "she" in rules.pronouns and "them" in rules.pronouns and "it" in rules.weak_pronouns and "is there" in rules.not_referring
     kb = "fixtures/transfer/kb"
     r = Resolver(load_kb(kb), config.rewrite_rules(params, PassageIndex.from_folder(kb).passages), rules)
     # the vet KB contrasts dog and cat prices: "and for a cat" swaps the dog of the earlier question

@@ -47,8 +47,8 @@ class FollowUpRules:
     conjunctions, with no question word, is a fragment ("for seniors", "and saturdays"): an ellipsis.
     """
 
-    pronouns: tuple[str, ...] = ("she", "he", "her", "him", "his", "hers")
-    weak_pronouns: tuple[str, ...] = ("it", "its", "they", "them", "their", "that", "this", "those", "there")
+    pronouns: tuple[str, ...] = ("she", "he", "her", "him", "his", "hers", "them")
+    weak_pronouns: tuple[str, ...] = ("it", "its", "they", "their", "that", "this", "those", "there")
     not_referring: tuple[str, ...] = ("is there", "are there", "does it cost", "does it take", "will it take",
                                       "is it possible", "how is it", "there is", "there are")
     topic_share: float = 0.34
@@ -112,8 +112,10 @@ class Resolver:
 
     def topic(self, base: list[str], words: list[str]) -> list[str]:
         """The words of the earlier query ``base`` that stand for its topic in the follow-up ``words``: its
-        specific words, less those the follow-up already says and a weekday or a swap-class term the follow-up
-        names one of its own; all its remaining key words when none is specific."""
+        specific words the KB holds (a word it lacks is most often the recogniser's garbage: "youtube" in "up the
+        youtube video visits"), less those the follow-up already says and a weekday or a swap-class term the
+        follow-up names one of its own; its specific words the KB lacks when it holds none of them; all its
+        remaining key words when none is specific."""
         own_day = any(weekday_of(w, self.rewrite) for w in words)
         dropped = set()
         for terms in self.rewrite.swap_classes:
@@ -122,7 +124,8 @@ class Resolver:
                 dropped.update(range(hit[0], hit[1]))
         keep = [w for i, w in enumerate(base) if i not in dropped and w not in words
                 and not (own_day and weekday_of(w, self.rewrite))]
-        return self.specific(keep) or [w for w in keep if w not in STOPWORDS]
+        specific = self.specific(keep)
+        return [w for w in specific if self.df[_stem(w)]] or specific or [w for w in keep if w not in STOPWORDS]
 
     def merge(self, tail: list[str], base: list[str]) -> list[str]:
         """A follow-up's ``tail`` merged with the earlier query ``base``: `rag.voice.rewrite.merge_follow_up` (a weekday
