@@ -8,13 +8,19 @@ same question asked alone). Variants of what a turn searches for:
 - session: `rag.voice.pipeline.answer_turn` with a session in `rag.memory` (embedded SQLite, in memory): openers,
   pronouns and ellipsis resolved from the session's earlier resolved turns (`rag.voice.followup`); a follow-up with
   nothing before it gets the clarifying question (refused, reason no_antecedent);
-- standalone: the same questions asked alone (the bound the follow-ups are measured against).
+- standalone: the same questions asked alone (the bound the follow-ups are measured against);
+- last_turn, full_history, selective (issue 19): the turn's transcript searched together with the dialogue's
+  previous turn, with all its earlier turns, or with those whose embedding cosine with it is >= a threshold
+  (`rag.memory.recall`; one of params `memory.recall_grid`, picked on the clinic: most turns right, then fewest
+  tokens; the vet dialogues report it). Tokens: WordPiece tokens of what is searched (question plus memory).
 The clinic's tables apply on the clinic, none on the vet KB (as stage selection). LLM off: the extractive pick
 speaks. The follow-up cues were written on the clinic dialogues; the vet dialogues are the report set.
 Writes metrics/voice/dialogues.json and dialogues.md (tables and every session turn that went wrong).
 """
 import time
 from collections import defaultdict
+
+import numpy as np
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
 from rag import config
@@ -25,6 +31,8 @@ from rag.voice.gate import Gate
 from rag.io import read_jsonl, write_json, write_text
 from rag.retrieval.kb_cache import KnowledgeBase
 from rag.memory import Memory, open_store
+from rag.memory.recall import recall, with_memory
+from rag.retrieval.chunk import token_count
 from rag.voice.pipeline import answer_turn, follow_up_resolver, gate_function, step_answer, step_final
 from rag.voice.quarantine import allowed
 from rag.voice.rewrite import rewrite
@@ -35,7 +43,7 @@ from rag.retrieval.sentences import SentenceIndex
 DIALOGUES = ROOT / "fixtures" / "dialogues" / "queries.jsonl"
 FIELDS = ("dialogue", "kb", "turn", "id", "asr", "standalone_asr", "kind", "relevant", "answerable", "facts")
 FOLLOW_UPS = ("opener", "pronoun", "ellipsis")
-VARIANTS = ("no_memory", "opener_rule", "session", "standalone")
+VARIANTS = ("no_memory", "last_turn", "full_history", "selective", "opener_rule", "session", "standalone")
 
 
 def open_kbs(p: dict) -> dict:
@@ -74,6 +82,45 @@ def session_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], re
     return rows
 
 
+def recall_texts(turns: list[dict], own: dict[str, str], pick) -> tuple[dict[str, str], list[float]]:
+    """``{turn id: search text}``: each turn's rewritten transcript ``own[id]`` after the earlier turns of its
+    dialogue that ``pick(turn index, earlier indices)`` keeps (`rag.memory.recall.with_memory`), and the time of
+    each pick, ms."""
+    texts, ms = {}, []
+    for i, t in enumerate(turns):
+        earlier = [j for j in range(i) if turns[j]["dialogue"] == t["dialogue"]]
+        t0 = time.perf_counter()
+        picked = pick(i, earlier)
+        ms.append((time.perf_counter() - t0) * 1000)
+        texts[t["id"]] = with_memory(own[t["id"]], [own[turns[j]["id"]] for j in earlier], picked)
+    return texts, ms
+
+
+def recall_grid(p: dict) -> list[float]:
+    """params ``memory.recall_grid``: a non-empty list of cosines in [-1, 1] (ValueError naming the key)."""
+    grid = p["memory"].get("recall_grid")
+    if not isinstance(grid, list) or not grid or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and -1 <= x <= 1 for x in grid):
+        raise ValueError(f"params.yaml memory.recall_grid must be a non-empty list of cosines in [-1, 1], got {grid!r}")
+    return [float(x) for x in grid]
+
+
+def memory_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], rules, grid: list[float]) -> dict:
+    """Rows of the concatenation variants: ``{"last_turn": rows, "full_history": rows, ("selective", cosine): rows}``
+    (each row with the time its memory pick took, ``recall_ms``)."""
+    own = {t["id"]: rewrite(t["asr"], None, rules) for t in turns}
+    vectors = embed_texts(own)
+    matrix = np.stack([vectors[t["id"]] for t in turns])
+    picks = {"last_turn": lambda i, e: list(range(len(e)))[-1:], "full_history": lambda i, e: list(range(len(e)))}
+    for c in grid:
+        picks[("selective", c)] = lambda i, e, c=c: recall(matrix[i], matrix[e], c)
+    out = {}
+    for name, pick in picks.items():
+        texts, ms = recall_texts(turns, own, pick)
+        out[name] = [{**r, "recall_ms": m} for r, m in zip(chain_rows(kb, q_p, gate, turns, texts), ms)]
+    return out
+
+
 def turn_metrics(turns: list[dict], rows: list[dict], docs: dict) -> dict:
     """recall@1/@3 over answerable turns (the retrieved documents), factual accuracy and the rest of
     `rag.eval.scoring.final_metrics` over all turns, and the no-antecedent turns answered."""
@@ -84,7 +131,9 @@ def turn_metrics(turns: list[dict], rows: list[dict], docs: dict) -> dict:
     hit = {k: sum(bool(set(by[t["id"]]["retrieved"][:k]) & set(t["relevant"])) for t in ans) / max(len(ans), 1)
            for k in (1, 3)}
     m = final_metrics(turns, rows, docs)
+    tokens = [token_count(by[t["id"]]["query"], special=False) for t in turns]
     return {"n_turns": len(turns), "recall_at_1": round(hit[1], 6), "recall_at_3": round(hit[3], 6),
+            "search_tokens": sum(tokens), "search_tokens_p50": float(np.median(tokens)) if tokens else 0.0,
             "factual_accuracy": m["factual_accuracy"], "grounded_wrong_said": m["grounded_wrong_said"],
             "answerable_refused": m["answerable_refused"], "refusal_recall": m["refusal_recall"],
             "no_antecedent_answered": sum(by[t["id"]]["status"] != "refused" for t in turns
@@ -96,9 +145,10 @@ def run():
     p = params()
     gate = Gate.load(GATE_PATH)
     turns = read_jsonl(DIALOGUES, required=FIELDS)
+    grid = recall_grid(p)
     kbs = open_kbs(p)
-    out, wrong = {}, []
-    for name, (kb, q_p) in kbs.items():
+    out, wrong, chosen, by_cosine = {}, [], None, {}
+    for name, (kb, q_p) in kbs.items():  # the clinic first: it picks the selective threshold the vet KB reports
         ts = [t for t in turns if t["kb"] == name]
         rules = config.rewrite_rules(q_p, kb.index.passages)
         opener, prev = {}, {}
@@ -110,9 +160,19 @@ def run():
                 "session": session_rows(kb, q_p, gate, ts),
                 "standalone": chain_rows(kb, q_p, gate, ts,
                                          {t["id"]: rewrite(t["standalone_asr"], None, rules) for t in ts})}
+        concat = memory_rows(kb, q_p, gate, ts, rules, grid)
+        rows["last_turn"], rows["full_history"] = concat["last_turn"], concat["full_history"]
+        by_cosine[name] = {c: turn_metrics(ts, concat[("selective", c)], kb.docs) for c in grid}
+        if chosen is None:
+            chosen = max(grid, key=lambda c: (by_cosine[name][c]["factual_accuracy"],
+                                              -by_cosine[name][c]["search_tokens"]))
+        rows["selective"] = concat[("selective", chosen)]
+        recall_ms = [r["recall_ms"] for r in rows["selective"]]
         follow = [t for t in ts if t["kind"] in FOLLOW_UPS]
-        out[name] = {v: {"all": turn_metrics(ts, r, kb.docs), "follow_ups": turn_metrics(follow, r, kb.docs)}
-                     for v, r in rows.items()}
+        out[name] = {v: {"all": turn_metrics(ts, rows[v], kb.docs), "follow_ups": turn_metrics(follow, rows[v], kb.docs)}
+                     for v in VARIANTS}
+        out[name]["selective_by_cosine"] = {str(c): m for c, m in by_cosine[name].items()}
+        out[name]["selective_recall_ms_p50"] = round(float(np.median(recall_ms)), 4)
         by_kind = defaultdict(list)
         for t, r in zip(ts, rows["session"]):
             by_kind[t["kind"]].append(r["resolved_as"])
@@ -127,17 +187,26 @@ def run():
     gap = {n: round(out[n]["standalone"]["follow_ups"]["factual_accuracy"]
                     - out[n]["session"]["follow_ups"]["factual_accuracy"], 6) for n in kbs}
     out["follow_up_gap_to_standalone"] = gap  # goal: <= 0.05 on each KB
+    out["selective_min_cosine"] = chosen  # picked on the clinic dialogues
     write_json(VOICE_METRICS / "dialogues.json", out)
     table = [[n, v, s, m["n_turns"], f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}",
               f"{m['factual_accuracy']:.3f}", m["grounded_wrong_said"], m["answerable_refused"],
-              m["no_antecedent_answered"]]
+              m["no_antecedent_answered"], m["search_tokens"]]
              for n in kbs for v in VARIANTS for s, m in out[n][v].items()]
+    cosines = [[n, c, f"{m['factual_accuracy']:.3f}", m["grounded_wrong_said"], m["answerable_refused"],
+                m["search_tokens"]] for n in kbs for c, m in out[n]["selective_by_cosine"].items()]
     write_text(VOICE_METRICS / "dialogues.md",
                "Multi-turn calls, per turn (recogniser transcripts, LLM off; clinic: cues written on it, vet: held "
                "out, tables off)\n\n"
                + markdown_table(["KB", "variant", "turns", "n", "recall@1", "recall@3", "factual accuracy",
-                                 "grounded wrong said", "answerable refused", "no-antecedent answered"], table)
+                                 "grounded wrong said", "answerable refused", "no-antecedent answered",
+                                 "search tokens"], table)
                + f"\nFollow-up turns' factual accuracy, standalone minus session (goal <= 0.05): {gap}\n\n"
+               + f"Selective recall at each cosine (all turns; picked on the clinic: {chosen}; picking the earlier "
+               + "turns takes " + ", ".join(f"{n} {out[n]['selective_recall_ms_p50']:.3f} ms" for n in kbs)
+               + " p50 per turn, their vectors kept from when they were asked):\n\n"
+               + markdown_table(["KB", "min cosine", "factual accuracy", "grounded wrong said",
+                                 "answerable refused", "search tokens"], cosines) + "\n"
                + "How the session resolved each kind of turn: "
                + "; ".join(f"{n}: {out[n]['session_resolved_as']}" for n in kbs)
                + "\n\nSession turns that went wrong:\n\n"
