@@ -478,9 +478,9 @@ def _index(p: dict, args) -> int:
     from rag.retrieval.kb_cache import load_into_store, open_kb
 
     store = args.store or config.kb_store(p)
-    if not store.startswith(("postgresql://", "postgres://")):
+    if not config.is_postgres_url(store):
         raise InputError(f"--store must be a postgresql:// URL (or set retrieval.store / $RAG_KB_STORE), got "
-                         f"{store.split('://')[0] + '://...' if '://' in store else repr(store)}")
+                         f"{config.redact_url(store)}")
     kb = open_kb(args.kb, config.hybrid_config(p), args.cache_dir, progress=True,
                  allow_instructions=quarantine.allowed(p), warn=_warn)
     try:

@@ -56,6 +56,17 @@ def text(p: Mapping, section: str, key: str) -> str:
     return v
 
 
+def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL server (``postgresql://`` or ``postgres://``, libpq's two schemes)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(url: object) -> str:
+    """What an error may show of a store URL: its scheme only (``postgresql://...``; credentials never), or the
+    ``repr`` of a value without one."""
+    return url.split("://")[0] + "://..." if isinstance(url, str) and "://" in url else repr(url)
+
+
 def check(p: Mapping) -> None:
     """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
     TypeError naming the key) before any model is started or called: ``llm.url`` empty or an http(s) URL, and
@@ -65,9 +76,8 @@ def check(p: Mapping) -> None:
     if not isinstance(url, str) or (url and not re.match(r"https?://[^/\s]+", url)):
         raise ValueError(f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {url!r}")
     store = p["retrieval"].get("store") or ""
-    if not isinstance(store, str) or (store and not store.startswith(("postgresql://", "postgres://"))):
-        raise ValueError(f"retrieval.store must be empty or a postgresql:// URL, got "
-                         f"{store.split('://')[0] + '://...' if isinstance(store, str) else repr(store)}")
+    if not isinstance(store, str) or (store and not is_postgres_url(store)):
+        raise ValueError(f"retrieval.store must be empty or a postgresql:// URL, got {redact_url(store)}")
     text(p, "memory", "clarify")
     number(p, "memory", "ttl_min")
     number(p, "memory", "retention_days")
