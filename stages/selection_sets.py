@@ -2,6 +2,23 @@
 from common import GATE_PATH, ROOT, tables_off
 
 
+def set_sources(p: dict) -> dict:
+    """``{set name: (kb name, its params, questions file, typed)}`` of every set of stage selection: the clinic
+    fixture (its tables on), the held-out vet KB clean and noisy (tables off, `tables_off`) and the near-miss sets
+    (``select.near_miss``; ``typed``: the words as said, ``spoken``, stand for what the recogniser heard)."""
+    a, s = p["abstain"], p["select"]
+    return {
+        "clinic": ("clinic", p, ROOT / p["voice"]["queries"], False),
+        "vet_clean": ("vet", tables_off(p), ROOT / a["transfer_queries"]["clean"], False),
+        "vet_noisy": ("vet", tables_off(p), ROOT / a["transfer_queries"]["noisy"], False),
+        "near_miss_clinic_typed": ("clinic", p, ROOT / s["near_miss"]["clinic"], True),
+        "near_miss_clinic_asr": ("clinic", p, ROOT / s["near_miss"]["clinic"], False),
+        "near_miss_vet_typed": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_clean"], True),
+        "near_miss_vet_clean": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_clean"], False),
+        "near_miss_vet_noisy": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_noisy"], False),
+    }
+
+
 def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> tuple[dict, dict, dict]:
     """The sets of stage selection and their answer rows (`rag.voice.pipeline.step_answer`, LLM at ``url``; None:
     down), the shipped gate (models/gate.json) applied unchanged. Returns ``(kbs, sets, answers)``: ``kbs`` is
@@ -9,8 +26,7 @@ def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> t
     paragraphs left out), ``sets`` ``{name: (kb, params, queries)}``, ``answers`` ``{name: rows}`` for every set
     not in ``skip``.
 
-    Sets: the clinic fixture (its tables on), the held-out vet KB clean and noisy (tables off, `tables_off`) and
-    the near-miss sets (``select.near_miss``, typed and recogniser forms: every question must be refused)."""
+    Sets: `set_sources` (the near-miss sets, typed and recogniser forms: every question must be refused)."""
     from rag import config
     from rag.eval.evaluate import embed_texts
     from rag.retrieval.chunk import load_kb
@@ -20,24 +36,11 @@ def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> t
     from rag.voice.quarantine import allowed
     from rag.voice.queries import load_queries, rewrite_queries
 
-    a, s = p["abstain"], p["select"]
     gate = Gate.load(GATE_PATH)
     kbs = {n: (PassageIndex.from_folder(ROOT / kb, config.hybrid_config(p), allowed(p)), load_kb(ROOT / kb, allowed(p)))
-           for n, kb in (("clinic", p["voice"]["kb"]), ("vet", a["transfer_kb"]))}
-
-    def typed(queries):  # the near-miss questions as typed (the text the recogniser heard)
-        return [{**q, "asr": q["spoken"]} for q in queries]
-
-    sets = {
-        "clinic": ("clinic", p, load_queries(ROOT / p["voice"]["queries"])),
-        "vet_clean": ("vet", tables_off(p), load_queries(ROOT / a["transfer_queries"]["clean"])),
-        "vet_noisy": ("vet", tables_off(p), load_queries(ROOT / a["transfer_queries"]["noisy"])),
-        "near_miss_clinic_typed": ("clinic", p, typed(load_queries(ROOT / s["near_miss"]["clinic"]))),
-        "near_miss_clinic_asr": ("clinic", p, load_queries(ROOT / s["near_miss"]["clinic"])),
-        "near_miss_vet_typed": ("vet", tables_off(p), typed(load_queries(ROOT / s["near_miss"]["vet_clean"]))),
-        "near_miss_vet_clean": ("vet", tables_off(p), load_queries(ROOT / s["near_miss"]["vet_clean"])),
-        "near_miss_vet_noisy": ("vet", tables_off(p), load_queries(ROOT / s["near_miss"]["vet_noisy"])),
-    }
+           for n, kb in (("clinic", p["voice"]["kb"]), ("vet", p["abstain"]["transfer_kb"]))}
+    sets = {name: (kb, q_p, [{**q, "asr": q["spoken"]} if typed else q for q in load_queries(path)])
+            for name, (kb, q_p, path, typed) in set_sources(p).items()}
     answers = {}
     for name, (kb, q_p, qs) in sets.items():
         if name in skip:

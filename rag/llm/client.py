@@ -51,6 +51,7 @@ class LLMReply:
     timings: dict | None = None
     raw: str = ""
     citations: list[str] | None = None  # set instead of ``source`` when the schema is a `cited_schema`
+    items: list[str] | None = None  # set (and nothing else) when the schema is a `list_schema`
     # with a `query_schema`, ``answer`` holds the rewritten query and ``source`` stays None
 
 
@@ -152,6 +153,41 @@ def validate_query(content: str, schema: dict) -> tuple[str | None, str | None, 
     return query, None, ""
 
 
+def list_schema(key: str, min_items: int, max_items: int, max_len: int = 200,
+                enum: Sequence[str] | None = None) -> dict:
+    """JSON schema of a reply that is one list: ``{key: [min_items..max_items strings]}``, each string at most
+    ``max_len`` characters, or one of ``enum`` (a judge's verdicts). Raises ValueError for min_items > max_items
+    or min_items < 0."""
+    if not 0 <= min_items <= max_items:
+        raise ValueError(f"need 0 <= min_items <= max_items, got {min_items}, {max_items}")
+    item = {"type": "string", "enum": list(enum)} if enum is not None else {
+        "type": "string", "minLength": 1, "maxLength": max_len}
+    return {"type": "object",
+            "properties": {key: {"type": "array", "items": item, "minItems": min_items, "maxItems": max_items}},
+            "required": [key], "additionalProperties": False}
+
+
+def validate_list(content: str, schema: dict) -> tuple[list[str] | None, str | None, str]:
+    """Check a reply against a `list_schema`: returns (the list, error code or None, detail); a wrong length, a
+    non-string, an empty or over-long string or a value outside the enum is ``schema_violation``."""
+    obj, error, detail = _json_object(content, schema)
+    if error:
+        return None, error, detail
+    (key, spec), = schema["properties"].items()
+    items, item = obj[key], spec["items"]
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        return None, "schema_violation", f"{key} must be a list of strings"
+    if not spec["minItems"] <= len(items) <= spec["maxItems"]:
+        return None, "schema_violation", f"{len(items)} {key}, expected {spec['minItems']}..{spec['maxItems']}"
+    if "enum" in item:
+        bad = [x for x in items if x not in item["enum"]]
+        if bad:
+            return None, "schema_violation", f"{key} {bad!r} not in {item['enum']}"
+    elif not all(x.strip() and len(x) <= item["maxLength"] for x in items):
+        return None, "schema_violation", f"every {key} entry must be non-empty text within maxLength"
+    return items, None, ""
+
+
 def build_messages(query: str, passages: Sequence[tuple[str, str]]) -> list[dict]:
     """Chat messages: the system prompt with each passage tagged ``[doc id]``, then the query."""
     docs = "\n".join(f"[{doc}] {text}" for doc, text in passages)
@@ -193,7 +229,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
 
     ``schema``: an `answer_schema` (validated by `validate`, sets answer/source), a `cited_schema`
     (validated by `validate_cited`, sets answer/citations) or a `query_schema` (`validate_query`: the query in
-    ``answer``). ``raw`` keeps the streamed text even when validation
+    ``answer``) or a `list_schema` (`validate_list`: the list in ``items``). ``raw`` keeps the streamed text even when validation
     fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`.
 
     The call ends by ``min(now + timeout_s, deadline)`` (``deadline``: a `time.monotonic` instant, the turn's):
@@ -310,6 +346,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         reply.answer, reply.citations, reply.error, reply.detail = validate_cited(reply.raw, schema)
     elif "query" in schema["properties"]:
         reply.answer, reply.error, reply.detail = validate_query(reply.raw, schema)
+    elif next(iter(schema["properties"].values())).get("type") == "array":
+        reply.items, reply.error, reply.detail = validate_list(reply.raw, schema)
     else:
         reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
     return _done(reply, start)
