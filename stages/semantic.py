@@ -140,18 +140,28 @@ def run():
            "sets": {n: summary([r for r in items if r["set"] == n]) for n in sets},
            "all_english": summary(english), "all_korean": summary(korean),
            "answers": items, "runtime_s": round(time.perf_counter() - t0, 1)}
+    write_report(out)
+
+
+def write_report(out: dict) -> None:
+    """metrics/voice/semantic.json (``out``) and semantic.md: the per-set table and the disagreements."""
+    def ci(m, key):
+        return "-" if m[key] is None else f"{m[key]:.2f} [{m[key + '_ci'][0]:.2f}, {m[key + '_ci'][1]:.2f}]"
+
+    def r(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    items = out["answers"]
     write_json(VOICE_METRICS / "semantic.json", out)
     table = [[n, m["replies"], m["refusals"] + m["errors"], m["judged"], m["judge_failed"],
-              "-" if m["faithfulness"] is None else f"{m['faithfulness']:.2f} {m['faithfulness_ci']}",
-              "-" if m["relevancy"] is None else f"{m['relevancy']:.2f} {m['relevancy_ci']}",
-              m["rule_supported"], m["rule_right"], m["semantic_pass"], m["agree"],
-              m["r_faithfulness_supported"], m["r_relevancy_right"]]
+              ci(m, "faithfulness"), ci(m, "relevancy"), m["rule_supported"], m["rule_right"], m["semantic_pass"],
+              m["agree"], r(m["r_faithfulness_supported"]), r(m["r_relevancy_right"])]
              for n, m in [*out["sets"].items(), ("all English", out["all_english"]), ("all Korean", out["all_korean"])]]
-    disagree = [[r["set"], r["id"], r.get("question", "(KorQuAD)")[:60], r.get("answer", "(KorQuAD)")[:70],
-                 r["faithfulness"], r["relevancy"],
-                 "right" if r["right"] else "wrong", "pass" if r["semantic_pass"] else "fail"]
-                for r in items if r["skipped"] is None and r.get("relevancy") is not None
-                and r["semantic_pass"] != r["right"]]
+    disagree = [[x["set"], x["id"], x.get("question", "(KorQuAD)")[:60], x.get("answer", "(KorQuAD)")[:70],
+                 f"{x['faithfulness']:.2f}", f"{x['relevancy']:.2f}",
+                 "right" if x["right"] else "wrong", "pass" if x["semantic_pass"] else "fail"]
+                for x in items if x["skipped"] is None and x.get("relevancy") is not None
+                and x.get("faithfulness") is not None and x["semantic_pass"] != x["right"]]
     write_text(VOICE_METRICS / "semantic.md",
                f"RAGAS faithfulness and answer relevancy (rag.eval.semantic) of the shipped generator's replies "
                f"({out['generator']}), judged by {out['judge']} on a cold local server ({out['threads']} threads, "
