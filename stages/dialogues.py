@@ -24,7 +24,7 @@ import numpy as np
 
 from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
 from rag import config
-from rag.retrieval.chunk import load_kb
+from rag.retrieval.chunk import load_kb, token_count
 from rag.bench.compare import markdown_table
 from rag.eval.evaluate import embed_texts
 from rag.voice.gate import Gate
@@ -32,7 +32,6 @@ from rag.io import read_jsonl, write_json, write_text
 from rag.retrieval.kb_cache import KnowledgeBase
 from rag.memory import Memory, open_store
 from rag.memory.recall import recall, with_memory
-from rag.retrieval.chunk import token_count
 from rag.voice.pipeline import answer_turn, follow_up_resolver, gate_function, step_answer, step_final
 from rag.voice.quarantine import allowed
 from rag.voice.rewrite import rewrite
