@@ -1,6 +1,10 @@
 """Stage semantic (issue 19, part 3; FROZEN: needs the .[llm] extra, `make llm`): RAGAS faithfulness and answer
 relevancy (`rag.eval.semantic`) of the answers the shipped generator wrote, judged by a stronger packaged model.
 
+Also judged: what the caller hears with the LLM off (sets ``said_*``: the extractive pick, from
+`rag.voice.pipeline.run_chain` on the clinic and vet sets), the answers the rule metrics of final.json / vet.json
+score.
+
 Generator: the shipped default (``llm.local_model``, SmolLM2-135M) as the chain ran it: its replies on the clinic
 (data/voice/answers.jsonl, stage answer), the vet and near-miss sets (data/voice/selection_llm.jsonl, stage
 selection_llm) and the Korean generation sample (data/ko/generation.jsonl, stage ko_generate; raw JSON answers).
@@ -18,10 +22,11 @@ semantic check when faithfulness >= ``semantic.pass_faithfulness`` and relevancy
 (fixed before the run). Writes metrics/voice/semantic.json and semantic.md: means with 95 % bootstrap intervals
 per set, point-biserial correlations with the rule metrics, and every answer where the two disagree.
 """
+import copy
 import os
 import time
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, main, params
+from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, main, params
 from selection_sets import set_sources
 from rag.bench.compare import markdown_table
 from rag.eval.intervals import bootstrap_interval
@@ -31,9 +36,11 @@ from rag.io import read_jsonl, write_json, write_text
 from rag.ko.answer import hallucinated, is_abstention, parse_raw, span_match
 from rag.ko.dense import embed as ko_embed
 from rag.llm.client import ask
-from rag.llm.server import LocalServer
+from rag.llm.server import LocalServer, free_port
 from rag.retrieval.chunk import load_kb
 from rag.retrieval.embed import get_embedder
+from rag.voice.gate import Gate
+from rag.voice.pipeline import run_chain
 from rag.voice.queries import load_queries
 from rag.voice.quarantine import allowed
 
@@ -56,6 +63,30 @@ def english_items(p: dict) -> list[dict]:
                     "context": "\n".join(f"[{d}] {docs[d]}" for d in r["retrieved"]),
                     "right": bool(answer) and q["answerable"] and has_facts(answer, q["facts"]),
                     "supported": bool(answer) and " ".join(answer.split()) in " ".join(docs.get(r["source"], "").split())})
+    return out
+
+
+def said_items(p: dict) -> list[dict]:
+    """What the caller hears with the LLM off (the extractive pick or the refusal, `rag.voice.pipeline.run_chain`,
+    shipped gate and ``select`` as in params) on the clinic and vet sets, in the form of `english_items`; set
+    ``said_<name>``."""
+    gate = Gate.load(GATE_PATH)
+    out = []
+    for name, (kb_name, q_p, path, _) in set_sources(p).items():
+        if name.startswith("near_miss"):
+            continue
+        q_p = copy.deepcopy(q_p)
+        q_p["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
+        folder = ROOT / (p["voice"]["kb"] if kb_name == "clinic" else p["abstain"]["transfer_kb"])
+        docs = load_kb(folder, allowed(p))
+        questions = {q["id"]: q for q in load_queries(path)}
+        for r in run_chain(folder, path, q_p, gate)["answers"]:
+            q, answer = questions[r["id"]], r["say"] if r["status"] != "refused" else ""
+            out.append({"set": f"said_{name}", "id": r["id"], "question": q["spoken"], "answer": answer,
+                        "skipped": None if answer else "refusal",
+                        "context": "\n".join(f"[{d}] {docs[d]}" for d, _ in r["retrieved"]),
+                        "right": bool(answer) and q["answerable"] and has_facts(answer, q["facts"]),
+                        "supported": bool(answer) and " ".join(answer.split()) in " ".join(docs.get(r["source"] or "", "").split())})
     return out
 
 
@@ -106,7 +137,7 @@ def run():
     t0 = time.perf_counter()
     p = params()
     s = p["semantic"]
-    items = english_items(p) + korean_items(p)
+    items = english_items(p) + said_items(p) + korean_items(p)
     embed = {"en": get_embedder().embed, "ko": ko_embed}  # MiniLM is English-only: USE multilingual for Korean
     load = os.getloadavg()
     with LocalServer(model=s["judge"], threads=int(s["threads"]), n_ctx=int(s["n_ctx"]), cache_ram_mib=0).start() as server:
@@ -132,13 +163,14 @@ def run():
             for k in ("question", "answer", "statements", "questions"):
                 r.pop(k, None)
     sets = list(dict.fromkeys(r["set"] for r in items))
-    english = [r for r in items if not r["set"].startswith("ko_")]
+    english = [r for r in items if not r["set"].startswith(("ko_", "said_"))]
+    said = [r for r in items if r["set"].startswith("said_")]
     korean = [r for r in items if r["set"].startswith("ko_")]
     out = {"judge": s["judge"], "generator": p["llm"]["local_model"], "threads": int(s["threads"]),
            "loadavg_1_5_15": [round(x, 2) for x in load], "pass_faithfulness": s["pass_faithfulness"],
            "pass_relevancy": s["pass_relevancy"],
            "sets": {n: summary([r for r in items if r["set"] == n]) for n in sets},
-           "all_english": summary(english), "all_korean": summary(korean),
+           "all_english": summary(english), "all_said": summary(said), "all_korean": summary(korean),
            "answers": items, "runtime_s": round(time.perf_counter() - t0, 1)}
     write_report(out)
 
@@ -156,7 +188,8 @@ def write_report(out: dict) -> None:
     table = [[n, m["replies"], m["refusals"] + m["errors"], m["judged"], m["judge_failed"],
               ci(m, "faithfulness"), ci(m, "relevancy"), m["rule_supported"], m["rule_right"], m["semantic_pass"],
               m["agree"], r(m["r_faithfulness_supported"]), r(m["r_relevancy_right"])]
-             for n, m in [*out["sets"].items(), ("all English", out["all_english"]), ("all Korean", out["all_korean"])]]
+             for n, m in [*out["sets"].items(), ("all English LLM replies", out["all_english"]),
+                          ("all said, LLM off", out["all_said"]), ("all Korean", out["all_korean"])]]
     disagree = [[x["set"], x["id"], x.get("question", "(KorQuAD)")[:60], x.get("answer", "(KorQuAD)")[:70],
                  f"{x['faithfulness']:.2f}", f"{x['relevancy']:.2f}",
                  "right" if x["right"] else "wrong", "pass" if x["semantic_pass"] else "fail"]
