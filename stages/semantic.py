@@ -45,6 +45,16 @@ from rag.voice.queries import load_queries
 from rag.voice.quarantine import allowed
 
 
+def english_item(name: str, q: dict, answer: str, skipped: str | None, docs: dict, retrieved: list[str],
+                 source: str | None) -> dict:
+    """One English answer to judge: the caller's words (``spoken``), the documents the chain retrieved as the
+    context, and the rule metrics: ``right`` (answerable, every fact said), ``supported`` (verbatim in ``source``)."""
+    return {"set": name, "id": q["id"], "question": q["spoken"], "answer": answer, "skipped": skipped,
+            "context": "\n".join(f"[{d}] {docs[d]}" for d in retrieved),
+            "right": bool(answer) and q["answerable"] and has_facts(answer, q["facts"]),
+            "supported": bool(answer) and " ".join(answer.split()) in " ".join(docs.get(source or "", "").split())}
+
+
 def english_items(p: dict) -> list[dict]:
     """Every English reply of the generator: ``{set, id, question, answer, context, right, supported}`` (answer ""
     for a refusal or an error: ``skipped`` says which)."""
@@ -59,10 +69,7 @@ def english_items(p: dict) -> list[dict]:
         q, docs = questions[r["set"]][r["id"]], kbs[sources[r["set"]][0]]
         answer = r["answer"] if r["error"] is None and r["source"] != "none" else ""
         skipped = None if answer else ("error" if r["error"] else "refusal")
-        out.append({"set": r["set"], "id": r["id"], "question": q["spoken"], "answer": answer, "skipped": skipped,
-                    "context": "\n".join(f"[{d}] {docs[d]}" for d in r["retrieved"]),
-                    "right": bool(answer) and q["answerable"] and has_facts(answer, q["facts"]),
-                    "supported": bool(answer) and " ".join(answer.split()) in " ".join(docs.get(r["source"], "").split())})
+        out.append(english_item(r["set"], q, answer, skipped, docs, r["retrieved"], r["source"]))
     return out
 
 
@@ -81,12 +88,9 @@ def said_items(p: dict) -> list[dict]:
         docs = load_kb(folder, allowed(p))
         questions = {q["id"]: q for q in load_queries(path)}
         for r in run_chain(folder, path, q_p, gate)["answers"]:
-            q, answer = questions[r["id"]], r["say"] if r["status"] != "refused" else ""
-            out.append({"set": f"said_{name}", "id": r["id"], "question": q["spoken"], "answer": answer,
-                        "skipped": None if answer else "refusal",
-                        "context": "\n".join(f"[{d}] {docs[d]}" for d, _ in r["retrieved"]),
-                        "right": bool(answer) and q["answerable"] and has_facts(answer, q["facts"]),
-                        "supported": bool(answer) and " ".join(answer.split()) in " ".join(docs.get(r["source"] or "", "").split())})
+            answer = r["say"] if r["status"] != "refused" else ""
+            out.append(english_item(f"said_{name}", questions[r["id"]], answer, None if answer else "refusal", docs,
+                                    [d for d, _ in r["retrieved"]], r["source"]))
     return out
 
 
