@@ -91,7 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
                       help="folder of *.md files (default: the clinic KB)")
     chat.add_argument("--session", help="continue this call (default: a new id, printed)")
-    chat.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash")
+    chat.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash. When the "
+                      "call ends, the LLM notes what the caller said about themselves (memory.preferences.fields: "
+                      "insurance, pet, day); their next call's \"my insurance\" is searched as that value")
     chat.add_argument("--wav-lines", action="store_true",
                       help="each line is the path of an audio file holding the question (transcribed first)")
     asr_engine(chat)
@@ -421,7 +423,7 @@ def _chat(p: dict, args) -> int:
 
     from rag.io import normalise_text
     from rag.memory.store import clean_text
-    from rag.voice.pipeline import answer_turn, follow_up_resolver, llm_url
+    from rag.voice.pipeline import answer_turn, end_call, follow_up_resolver, llm_url, preference_ask
 
     memory = _memory(p, args)  # a bad --session exits 2 before any work
     session = args.session if args.session is not None else uuid.uuid4().hex[:12]
@@ -462,6 +464,11 @@ def _chat(p: dict, args) -> int:
                     print(f"  resolved as {res.kind}: {res.query!r}"
                           + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
                              if row else ""))
+            if args.caller is not None:  # what the caller told us about themselves, for their next call
+                kept, why = end_call(session, args.caller, memory, p, preference_ask(url, p))
+                print("remembered for the caller's next call: "
+                      + (", ".join(f"{k} = {v}" for k, v in kept.items()) or "nothing") + (f" ({why})" if why else ""),
+                      file=sys.stderr)
     except KeyboardInterrupt:  # Ctrl-C hangs up: the call ends as at an empty line, its recorded turns kept
         print(file=sys.stderr)
         code = 130

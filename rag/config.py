@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from rag.memory.preferences import PreferenceRules
 from rag.voice import quarantine
 from rag.voice.answer import AnswerSettings
 from rag.retrieval.chunk import Passage
@@ -86,6 +87,7 @@ def check(p: Mapping) -> None:
     quarantine.allowed(p)
     answer_settings(p, 0.0)
     follow_up_rules(p)
+    preference_rules(p)
     if not p["llm"]["url"]:
         from rag.llm.registry import DEFAULT, get
 
@@ -181,6 +183,30 @@ def follow_up_rules(p: Mapping) -> FollowUpRules:
                          conjunctions=words(p, "memory", "conjunctions"),
                          question_words=words(p, "memory", "question_words"),
                          fragment_words=number(p, "memory", "fragment_words", int))
+
+
+def preference_rules(p: Mapping) -> PreferenceRules:
+    """``p["memory"]["preferences"]["fields"]``: ``{field: {means, referents, mention}}`` as
+    `rag.memory.preferences.PreferenceRules` (``max_len`` from ``memory.preferences.max_len``; a clause's question
+    words from ``memory.question_words``; skipped before it: ``rewrite.fillers``, ``memory.conjunctions``, "yeah",
+    "yes", "hey", "there", "by the way"); ValueError naming the key of a missing or malformed entry."""
+    prefs = mapping(p, "memory", "preferences")
+    fields = prefs.get("fields")
+    if not isinstance(fields, Mapping) or not fields:
+        raise ValueError("memory.preferences.fields must be a mapping of field -> {means, referents, mention}")
+    for name, f in fields.items():
+        if not isinstance(f, Mapping) or not all(k in f for k in ("means", "referents", "mention")):
+            raise ValueError(f"memory.preferences.fields.{name} needs means, referents and mention")
+        words({name: f}, name, "referents")
+        text({name: f}, name, "means")
+    return PreferenceRules(fields={n: f["means"] for n, f in fields.items()},
+                           referents={n: tuple(f["referents"]) for n, f in fields.items()},
+                           mentions={n: text({n: f}, n, "mention") for n, f in fields.items()},
+                           searched_as={n: text({n: f}, n, "searched_as") for n, f in fields.items() if "searched_as" in f},
+                           max_len=number({"p": prefs}, "p", "max_len", int),
+                           question_words=frozenset(words(p, "memory", "question_words")),
+                           skip_words=frozenset(w for w in words(p, "rewrite", "fillers") + words(p, "memory", "conjunctions")
+                                                + ("yeah", "yes", "hey", "there", "by", "the", "way") if " " not in w))
 
 
 def kb_store(p: Mapping, env: Mapping[str, str] | None = None) -> str:

@@ -65,7 +65,7 @@ def backend(request, tmp_path):
         redis.Redis.from_url(server.url).flushdb()
     else:
         with psycopg.connect(server.url) as c:
-            c.execute("TRUNCATE turns, sessions")
+            c.execute("TRUNCATE turns, sessions, preferences")
 
 
 def turn(session: str, n: int, at: float = 0.0) -> Turn:
@@ -185,17 +185,39 @@ def test_caller_key_file_is_private_and_kept(tmp_path, monkeypatch):
     assert CallerHasher(tmp_path, env={"RAG_CALLER_KEY": "k"})(CALLER) != first
 
 
+MIGRATED = ["001_memory", "002_preferences"]
+
+
 def test_migrations_are_applied_once(postgres_server, tmp_path):
     for _ in range(2):
         open_store(postgres_server.url, 60, tmp_path).close()
     with psycopg.connect(postgres_server.url) as c:
-        assert [r[0] for r in c.execute("SELECT version FROM schema_migrations")] == ["001_memory"]
+        assert sorted(r[0] for r in c.execute("SELECT version FROM schema_migrations")) == MIGRATED
     sqlite_url = f"sqlite:///{tmp_path}/m.sqlite3"
     for _ in range(2):
         open_store(sqlite_url, 60, tmp_path).close()
     with sqlite3.connect(tmp_path / "m.sqlite3") as c:
-        assert [r[0] for r in c.execute("SELECT version FROM schema_migrations")] == ["001_memory"]
+        assert sorted(r[0] for r in c.execute("SELECT version FROM schema_migrations")) == MIGRATED
     assert (tmp_path / "m.sqlite3").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_store_made_before_preferences_gets_them_on_open(tmp_path):
+    """A memory.sqlite3 written by the previous version (only 001 applied) gains the preferences table, turns kept."""
+    from rag.memory.sql import MIGRATIONS, statements
+
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)")
+        for s in statements((MIGRATIONS / "sqlite" / "001_memory.sql").read_text()):
+            c.execute(s)
+        c.execute("INSERT INTO schema_migrations VALUES ('001_memory', 0)")
+        c.execute("INSERT INTO sessions VALUES ('call-a', NULL, 1e10, 1e10)")
+        c.execute("INSERT INTO turns (session, n, heard, query, say, status, source, reason, at) "
+                  "VALUES ('call-a', 1, 'h', 'q', 's', 'extractive', 'kb-x', '', 1e10)")
+    store = open_store(f"sqlite:///{path}", 60, tmp_path)
+    store.save_preferences(CALLER, {"pet": "cat"}, "call-a")
+    assert store.preferences(CALLER, 60) == {"pet": "cat"} and [t.n for t in store.turns("call-a")] == [1]
+    store.close()
 
 
 def test_default_url_is_sqlite_in_the_cache_dir(tmp_path, monkeypatch):

@@ -52,6 +52,7 @@ class LLMReply:
     raw: str = ""
     citations: list[str] | None = None  # set instead of ``source`` when the schema is a `cited_schema`
     items: list[str] | None = None  # set (and nothing else) when the schema is a `list_schema`
+    record: dict[str, str] | None = None  # set (and nothing else) when the schema is a `record_schema`
     # with a `query_schema`, ``answer`` holds the rewritten query and ``source`` stays None
 
 
@@ -188,6 +189,28 @@ def validate_list(content: str, schema: dict) -> tuple[list[str] | None, str | N
     return items, None, ""
 
 
+def record_schema(fields: Sequence[str], max_len: int) -> dict:
+    """JSON schema of a reply that fills a form: ``{field: string of 0..max_len characters}`` for every one of
+    ``fields`` (all required, no others; "" = not stated). Raises ValueError for no fields or a repeated one."""
+    if not fields or len(set(fields)) != len(fields):
+        raise ValueError(f"a record needs distinct fields, got {list(fields)}")
+    return {"type": "object", "title": "record",
+            "properties": {f: {"type": "string", "maxLength": max_len} for f in fields},
+            "required": list(fields), "additionalProperties": False}
+
+
+def validate_record(content: str, schema: dict) -> tuple[dict[str, str] | None, str | None, str]:
+    """Check a reply against a `record_schema`: returns ({field: value stripped}, error code or None, detail); a
+    non-string or over-long value is ``schema_violation``."""
+    obj, error, detail = _json_object(content, schema)
+    if error:
+        return None, error, detail
+    for f, spec in schema["properties"].items():
+        if not isinstance(obj[f], str) or len(obj[f]) > spec["maxLength"]:
+            return None, "schema_violation", f"{f} must be text within maxLength"
+    return {f: obj[f].strip() for f in schema["properties"]}, None, ""
+
+
 def build_messages(query: str, passages: Sequence[tuple[str, str]]) -> list[dict]:
     """Chat messages: the system prompt with each passage tagged ``[doc id]``, then the query."""
     docs = "\n".join(f"[{doc}] {text}" for doc, text in passages)
@@ -229,7 +252,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
 
     ``schema``: an `answer_schema` (validated by `validate`, sets answer/source), a `cited_schema`
     (validated by `validate_cited`, sets answer/citations) or a `query_schema` (`validate_query`: the query in
-    ``answer``) or a `list_schema` (`validate_list`: the list in ``items``). ``raw`` keeps the streamed text even when validation
+    ``answer``) or a `list_schema` (`validate_list`: the list in ``items``) or a `record_schema` (`validate_record`: the
+    fields in ``record``). ``raw`` keeps the streamed text even when validation
     fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`.
 
     The call ends by ``min(now + timeout_s, deadline)`` (``deadline``: a `time.monotonic` instant, the turn's):
@@ -346,6 +370,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         reply.answer, reply.citations, reply.error, reply.detail = validate_cited(reply.raw, schema)
     elif "query" in schema["properties"]:
         reply.answer, reply.error, reply.detail = validate_query(reply.raw, schema)
+    elif schema.get("title") == "record":
+        reply.record, reply.error, reply.detail = validate_record(reply.raw, schema)
     elif next(iter(schema["properties"].values())).get("type") == "array":
         reply.items, reply.error, reply.detail = validate_list(reply.raw, schema)
     else:

@@ -105,6 +105,39 @@ class Memory:
                 store = self.short
         return []
 
+    def _preference_store(self) -> Store | None:
+        """Where preferences live: the archive when it can hold them, else the short-term store (SQL stores can;
+        Redis cannot: then none)."""
+        for store in (self.archive, self.short):
+            if store is not None and hasattr(store, "save_preferences"):
+                return store
+        return None
+
+    def remember(self, caller: str, prefs: Mapping[str, str], session: str) -> str | None:
+        """Store a caller's preferences (`rag.memory.preferences`) stated in ``session``; the backend's name, or None
+        when no store can hold them or it failed (noted in ``degraded``). Never raises."""
+        store = self._preference_store()
+        if store is None or not prefs:
+            return None
+        try:
+            store.save_preferences(clean_text(caller), {k: clean_text(v) for k, v in prefs.items()}, clean_text(session))
+            return store.name
+        except Exception as e:  # noqa: BLE001 - the call has ended; its preferences are lost, and said so
+            self.note(f"{_why(store, e)}: preferences not stored")
+            return None
+
+    def preferences(self, caller: str, max_age_s: float) -> dict[str, str]:
+        """``{field: value}`` stored for ``caller`` no more than ``max_age_s`` seconds ago; ``{}`` when none, when no
+        store can hold them, or when it fails (noted in ``degraded``). Never raises."""
+        store = self._preference_store()
+        if store is None:
+            return {}
+        try:
+            return store.preferences(clean_text(caller), max_age_s)
+        except Exception as e:  # noqa: BLE001 - the turn goes on without them
+            self.note(f"{_why(store, e)}: preferences not read")
+            return {}
+
     def forget(self, session: str) -> dict[str, int]:
         """Delete everything of ``session`` from the short-term store, the archive, the fallback (opened for this
         when not yet open) and any store dropped after a failure: ``{backend name: turns deleted}`` (summed when

@@ -1,8 +1,9 @@
 """The two SQL backends: SQLite (standard library, the embedded default) and PostgreSQL (psycopg 3).
 
-Both hold the same two tables, made by the migration files in ``rag/memory/migrations/<backend>/NNN_*.sql``
+Both hold the same tables, made by the migration files in ``rag/memory/migrations/<backend>/NNN_*.sql``
 (applied once each, in name order, recorded in ``schema_migrations``): ``sessions(id, caller_hash, started_at,
-last_at)`` and ``turns(id, session, n, heard, query, say, status, source, reason, at)``; times in unix seconds.
+last_at)``, ``turns(id, session, n, heard, query, say, status, source, reason, at)`` and ``preferences(caller_hash,
+field, value, session, at)`` (`rag.memory.preferences`); times in unix seconds.
 A session expires ``ttl_s`` seconds after its latest turn (``last_at``). All SQL is parameterised; the queries are
 written once, with ``?`` placeholders (psycopg gets ``%s``).
 """
@@ -14,7 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from rag.memory.store import CallerHasher, MemoryUnavailable, Turn, where
 
@@ -110,10 +111,35 @@ class _SQLStore:
         rows = self._run(lambda cur: cur.execute(self._q(sql), args).fetchall())
         return [Turn(*r) for r in reversed(rows)]
 
+    def save_preferences(self, caller: str, prefs: Mapping[str, str], session: str, at: float | None = None) -> None:
+        """Store ``prefs`` ({field: value}) for ``caller`` (kept as its `CallerHasher` digest), stated in ``session``
+        at ``at`` (unix seconds, default now); a field stored before is replaced."""
+        at, digest = at or time.time(), self._hash(caller)
+
+        def run(cur):
+            for field, value in prefs.items():
+                cur.execute(self._q("INSERT INTO preferences (caller_hash, field, value, session, at) VALUES "
+                                    "(?, ?, ?, ?, ?) ON CONFLICT (caller_hash, field) DO UPDATE SET "
+                                    "value = excluded.value, session = excluded.session, at = excluded.at"),
+                            (digest, field, value, session, at))
+        self._run(run)
+
+    def preferences(self, caller: str, max_age_s: float, now: float | None = None) -> dict[str, str]:
+        """``{field: value}`` stored for ``caller`` within ``max_age_s`` seconds of ``now`` (default the current
+        time); older rows of every caller are deleted first (retention)."""
+        cutoff, digest = (time.time() if now is None else now) - max_age_s, self._hash(caller)
+
+        def run(cur):
+            cur.execute(self._q("DELETE FROM preferences WHERE at <= ?"), (cutoff,))
+            return cur.execute(self._q("SELECT field, value FROM preferences WHERE caller_hash = ? ORDER BY field"),
+                               (digest,)).fetchall()
+        return dict(self._run(run))
+
     def forget(self, session: str) -> int:
         def run(cur):
             n = cur.execute(self._q("DELETE FROM turns WHERE session = ?"), (session,)).rowcount
             cur.execute(self._q("DELETE FROM sessions WHERE id = ?"), (session,))
+            cur.execute(self._q("DELETE FROM preferences WHERE session = ?"), (session,))
             return n
         return self._run(run)
 

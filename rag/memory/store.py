@@ -58,7 +58,8 @@ class Store(Protocol):
         given (``limit <= 0`` -> none). Raises MemoryUnavailable when the server went away."""
 
     def forget(self, session: str) -> int:
-        """Delete everything of ``session`` (turns and caller hash); the number of turns deleted.
+        """Delete everything of ``session`` (turns, caller hash, and on SQL stores the preferences it stated); the
+        number of turns deleted.
         Raises MemoryUnavailable when the server went away."""
 
     def purge_expired(self, now: float | None = None) -> int:

@@ -225,26 +225,66 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     `follow_up_resolver`), answer the resolved query (`answer_query`) and record the turn (``caller``: the
     caller id, stored only as a keyed hash). A follow-up is never answered with the sentence its antecedent
     turn was (the caller heard it already). A follow-up with nothing to lean on is not answered: it says
-    ``memory.clarify`` (status refused, reason no_antecedent). Returns ``(final row, answer row or None,
-    resolution)``. Memory failures never end the turn (`rag.memory.Memory` falls back and says so)."""
+    ``memory.clarify`` (status refused, reason no_antecedent).
+
+    With a ``caller``, what they told us in earlier calls (`end_call`) fills the question's referents first
+    ("my insurance" -> "aetna", `rag.memory.preferences.personalise`); an answer (not a refusal) then begins with
+    the mention ("You told us you have aetna.") and the final row's ``preferences`` lists ``[field, value]`` used.
+    Returns ``(final row, answer row or None, resolution)``. Memory failures never end the turn
+    (`rag.memory.Memory` falls back and says so)."""
     import time
 
     from rag.memory import Turn
+    from rag.memory.preferences import mention, personalise
 
     start = time.monotonic()
     history = memory.history(session, int(p["memory"]["max_turns"]))
     topics = [t for t in history if t.query]
-    res = resolver.resolve(question, [t.query for t in topics])
+    rules = config.preference_rules(p)
+    stored = memory.preferences(caller, float(p["memory"]["preferences"]["days"]) * 86400.0) if caller else {}
+    asked, used = personalise(question, stored, rules)
+    res = resolver.resolve(asked, [t.query for t in topics])
     if res.kind == "no_antecedent":
         final, row = {"id": "q", "say": p["memory"]["clarify"], "source": "none", "status": "refused",
                       "reason": "no_antecedent"}, None
     else:  # a follow-up asks for something new: not the sentence its antecedent was answered with
         said = frozenset({topics[-1].say}) if res.antecedent is not None else frozenset()
         final, row = answer_query(res.query, p, gate, url, kb, start, said)
+    if used and final["status"] != "refused":
+        final = {**final, "say": f"{mention(used, rules)} {final['say']}", "preferences": [list(u) for u in used]}
     memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
                        say=final["say"], status=final["status"], source=final["source"], reason=final["reason"]),
                   caller)
     return final, row, res
+
+
+def end_call(session: str, caller: str, memory: "Memory", p: Mapping, ask: Callable | None) -> tuple[dict, str]:
+    """A call ends: the LLM (``ask``: ``(messages, schema) -> LLMReply``, None when down) fills
+    ``memory.preferences.fields`` from what the caller said in ``session`` (`rag.memory.preferences.summarise`), and
+    what code keeps is stored for ``caller`` (`rag.memory.Memory.remember`). Returns ``(kept {field: value}, why)``;
+    ``why`` says what was dropped or why nothing was stored ("llm down", "no turns", "no store for preferences").
+    Never raises."""
+    from rag.memory.preferences import summarise
+
+    heard = [t.heard for t in memory.history(session, 1_000_000)]
+    if ask is None:
+        return {}, "llm down" if heard else "no turns"
+    kept, why = summarise(heard, ask, config.preference_rules(p))
+    if kept and memory.remember(caller, kept, session) is None:
+        return {}, "; ".join(filter(None, [why, "no store for preferences"]))
+    return kept, why
+
+
+def preference_ask(url: str | None, p: Mapping) -> Callable | None:
+    """`end_call`'s ``ask`` on the LLM at ``url`` (None -> None): temperature 0, ``memory.preferences`` max_tokens
+    and timeout_s."""
+    if url is None:
+        return None
+    from rag.llm.client import ask
+
+    m = p["memory"]["preferences"]
+    return lambda messages, schema: ask(url, messages, schema, max_tokens=int(m["max_tokens"]),
+                                        timeout_s=float(m["timeout_s"]), model=p["llm"].get("model") or None)
 
 
 def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate: Gate | None,
