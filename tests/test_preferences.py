@@ -191,6 +191,9 @@ def test_a_returning_caller_hears_the_answer_for_what_they_told_us(p, clinic, tm
     assert res.query == "do you take aetna insurance"
     assert final["preferences"] == [["insurance", "aetna"]]
     assert final["say"] == "You told us you have aetna. We accept Blue Cross, Aetna, Cigna and Medicare."
+    # its follow-up does not hear that KB sentence again though what was said began with the mention
+    final, _, res = answer_turn("and what about medicaid", "call-2", memory, p, gate, None, kb, resolver, CALLER)
+    assert res.kind == "opener" and final["say"] == "We do not accept Medicaid plans from other states."
     # another caller, and the same caller without an id, hear no one's preferences
     for caller in ("+1 555 010 0000", None):
         final, _, res = answer_turn("do you take my insurance", "call-3", memory, p, gate, None, kb, resolver, caller)

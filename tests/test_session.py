@@ -203,3 +203,22 @@ def test_ctrl_c_ends_the_call_like_an_empty_line(call, monkeypatch, capsys, smal
     assert [t["say"] for t in chat_turns(out)] == ["On Saturday we are open from 9 a.m. to 1 p.m."]
     got = json.loads(call("ask", "and on sunday", "--session", "call-12")[1])  # the turn before Ctrl-C was kept
     assert (got["resolved_as"], got["say"]) == ("opener", "We are closed on Sunday.")
+
+
+def test_a_follow_up_hears_the_same_sentence_again_when_it_holds_what_is_now_asked(tmp_path, monkeypatch, capsys):
+    # the bike shop's one sentence holds the price and the duration: "and how long does it take" after the price
+    # must not be pushed to another sentence (the never-repeat rule yields when the sentence holds the asked type)
+    kb = tmp_path / "bikes"
+    kb.mkdir()
+    (kb / "tuneups.md").write_text("# Tune-ups\n\nA basic tune-up costs $60 and takes about 90 minutes. "
+                                   "Bring your bike in before noon.\n")
+    (kb / "rentals.md").write_text("# Rentals\n\nA city bike rents for $25 a day. Helmets are included.\n")
+    (kb / "hours.md").write_text("# Hours\n\nThe shop is open from 9 a.m. to 6 p.m. every day except Monday.\n")
+    (kb / "repairs.md").write_text("# Repairs\n\nA flat tire repair costs $15. Most repairs are done the same day.\n")
+    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("how much is a tune up\nand how long does it take\n"))
+    assert main(["chat", "--kb", str(kb), "--llm-url", DOWN, "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
+    turns = chat_turns(capsys.readouterr().out)
+    assert [t["say"] for t in turns] == ["A basic tune-up costs $60 and takes about 90 minutes."] * 2
+    assert turns[1]["resolved_as"] == "ellipsis"

@@ -9,7 +9,7 @@ has ..."), so a value can be dropped, never invented; a value that is only the f
 dropped too. (The 1.5B model, told all this in its prompt, still filled fields from the caller's questions and from
 what they said of other people: measured in stage preferences.) In a later call
 `personalise` searches a question that names a referent ("do you take *my insurance*") with the stored value
-("do you take aetna"), and `mention` says where it came from ("You told us you have aetna."): the value is the
+("do you take aetna insurance"), and `mention` says where it came from ("You told us you have aetna."): the value is the
 caller's words, never a KB fact, so it is said apart from the verified answer.
 
 Storage: `rag.memory.Memory.remember` / `rag.memory.Memory.preferences` (SQLite or PostgreSQL, keyed by the

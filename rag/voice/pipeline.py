@@ -21,8 +21,9 @@ from rag.io import InputError
 from rag.voice.queries import check_against_kb, is_labelled, load_queries, raw_queries, rewrite_queries
 from rag.eval.scoring import final_metrics, status_counts
 from rag.retrieval.search import PassageIndex
-from rag.voice.selection import AnswerScorer, load_scorer
+from rag.voice.selection import ASKS, HOLDS, AnswerScorer, load_scorer
 from rag.retrieval.sentences import SentenceIndex
+from rag.voice.verify import split_sentences
 
 if TYPE_CHECKING:
     from rag.voice.followup import Resolution, Resolver
@@ -224,7 +225,9 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     (`rag.memory.Memory`), resolve the question against their queries (`rag.voice.followup.Resolver`; ``resolver`` from
     `follow_up_resolver`), answer the resolved query (`answer_query`) and record the turn (``caller``: the
     caller id, stored only as a keyed hash). A follow-up is never answered with the sentence its antecedent
-    turn was (the caller heard it already). A follow-up with nothing to lean on is not answered: it says
+    turn was (the caller heard it already), unless that sentence holds the kind of answer the follow-up's own
+    words ask for ("and how long does it take" after "A tune-up costs $60 and takes about 90 minutes.": a duration,
+    `rag.voice.selection.ASKS` / ``HOLDS``). A follow-up with nothing to lean on is not answered: it says
     ``memory.clarify`` (status refused, reason no_antecedent).
 
     With a ``caller``, what they told us in earlier calls (`end_call`) fills the question's referents first
@@ -247,8 +250,10 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     if res.kind == "no_antecedent":
         final, row = {"id": "q", "say": p["memory"]["clarify"], "source": "none", "status": "refused",
                       "reason": "no_antecedent"}, None
-    else:  # a follow-up asks for something new: not the sentence its antecedent was answered with
-        said = frozenset({topics[-1].say}) if res.antecedent is not None else frozenset()
+    else:  # a follow-up asks for something new: not the sentence its antecedent was answered with, unless it holds it
+        last = topics[-1].say if res.antecedent is not None else ""
+        repeat_ok = any(r.search(question.lower()) and HOLDS[t].search(last) for t, r in ASKS.items())
+        said = frozenset(split_sentences(last)) if last and not repeat_ok else frozenset()  # a mention and a KB sentence
         final, row = answer_query(res.query, p, gate, url, kb, start, said)
     if used and final["status"] != "refused":
         final = {**final, "say": f"{mention(used, rules)} {final['say']}", "preferences": [list(u) for u in used]}
