@@ -93,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--session", help="continue this call (default: a new id, printed)")
     chat.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash. When the "
                       "call ends, the LLM notes what the caller said about themselves (memory.preferences.fields: "
-                      "insurance, pet, day); their next call's \"my insurance\" is searched as that value")
+                      "insurance, pet, day); in their next call \"my insurance\" is searched with the stored value "
+                      "in its place, and the answer says so (\"You told us you have aetna.\")")
     chat.add_argument("--wav-lines", action="store_true",
                       help="each line is the path of an audio file holding the question (transcribed first)")
     asr_engine(chat)
