@@ -465,7 +465,7 @@ def _chat(p: dict, args) -> int:
                     print(f"  resolved as {res.kind}: {res.query!r}"
                           + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
                              if row else ""))
-            if args.caller is not None:  # what the caller told us about themselves, for their next call
+            if args.caller:  # what the caller told us about themselves, for their next call (an empty id: none)
                 kept, why = end_call(session, args.caller, memory, p, preference_ask(url, p))
                 print("remembered for the caller's next call: "
                       + (", ".join(f"{k} = {v}" for k, v in kept.items()) or "nothing") + (f" ({why})" if why else ""),
