@@ -194,6 +194,8 @@ def preference_rules(p: Mapping) -> PreferenceRules:
     fields = prefs.get("fields")
     if not isinstance(fields, Mapping) or not fields:
         raise ValueError("memory.preferences.fields must be a mapping of field -> {means, referents, mention}")
+    for key in ("days", "max_tokens", "timeout_s"):  # read by rag.voice.pipeline (retention, the summary's LLM call)
+        number({"memory.preferences": prefs}, "memory.preferences", key)
     for name, f in fields.items():
         if not isinstance(f, Mapping) or not all(k in f for k in ("means", "referents", "mention")):
             raise ValueError(f"memory.preferences.fields.{name} needs means, referents and mention")
@@ -203,7 +205,7 @@ def preference_rules(p: Mapping) -> PreferenceRules:
                            referents={n: tuple(f["referents"]) for n, f in fields.items()},
                            mentions={n: text({n: f}, n, "mention") for n, f in fields.items()},
                            searched_as={n: text({n: f}, n, "searched_as") for n, f in fields.items() if "searched_as" in f},
-                           max_len=number({"p": prefs}, "p", "max_len", int),
+                           max_len=number({"memory.preferences": prefs}, "memory.preferences", "max_len", int),
                            question_words=frozenset(words(p, "memory", "question_words")),
                            skip_words=frozenset(w for w in words(p, "rewrite", "fillers") + words(p, "memory", "conjunctions")
                                                 + ("yeah", "yes", "hey", "there", "by", "the", "way") if " " not in w))

@@ -105,6 +105,11 @@ def test_a_bad_preference_form_in_params_is_named(p):
     del bad["memory"]["preferences"]["fields"]["pet"]["mention"]
     with pytest.raises(ValueError, match="memory.preferences.fields.pet needs means, referents and mention"):
         config.check(bad)
+    for key, value in (("days", "a year"), ("max_len", None), ("timeout_s", "60s")):
+        bad = copy.deepcopy(p)
+        bad["memory"]["preferences"][key] = value
+        with pytest.raises(ValueError, match=rf"memory\.preferences\.{key} must be a number"):
+            config.check(bad)
     bad = copy.deepcopy(p)
     bad["memory"]["preferences"]["fields"]["pet"]["mention"] = "You have a pet."
     with pytest.raises(ValueError, match=r"\{value\}"):

@@ -231,7 +231,7 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     ``memory.clarify`` (status refused, reason no_antecedent).
 
     With a ``caller``, what they told us in earlier calls (`end_call`) fills the question's referents first
-    ("my insurance" -> "aetna", `rag.memory.preferences.personalise`); an answer (not a refusal) then begins with
+    ("my insurance" -> "aetna insurance", `rag.memory.preferences.personalise`); an answer (not a refusal) then begins with
     the mention ("You told us you have aetna.") and the final row's ``preferences`` lists ``[field, value]`` used.
     Returns ``(final row, answer row or None, resolution)``. Memory failures never end the turn
     (`rag.memory.Memory` falls back and says so)."""
