@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 from rag.memory.preferences import PreferenceRules
+from rag.memory.recall import EvidencePolicy
 from rag.voice import quarantine
 from rag.voice.answer import AnswerSettings
 from rag.retrieval.chunk import Passage
@@ -87,6 +88,7 @@ def check(p: Mapping) -> None:
     quarantine.allowed(p)
     answer_settings(p, 0.0)
     follow_up_rules(p)
+    evidence_policy(p)
     preference_rules(p)
     if not p["llm"]["url"]:
         from rag.llm.registry import DEFAULT, get
@@ -183,6 +185,14 @@ def follow_up_rules(p: Mapping) -> FollowUpRules:
                          conjunctions=words(p, "memory", "conjunctions"),
                          question_words=words(p, "memory", "question_words"),
                          fragment_words=number(p, "memory", "fragment_words", int))
+
+
+def evidence_policy(p: Mapping) -> EvidencePolicy:
+    """``p["memory"]["evidence"]``: which earlier turns of a call the LLM sees (`rag.memory.recall.EvidencePolicy`);
+    ValueError naming ``memory.evidence.<key>`` for a value that is not a number or out of range."""
+    ev = {"memory.evidence": mapping(p, "memory", "evidence")}
+    return EvidencePolicy(min_cosine=number(ev, "memory.evidence", "min_cosine"),
+                          max_items=number(ev, "memory.evidence", "max_items", int))
 
 
 def preference_rules(p: Mapping) -> PreferenceRules:

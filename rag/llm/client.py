@@ -211,9 +211,18 @@ def validate_record(content: str, schema: dict) -> tuple[dict[str, str] | None, 
     return {f: obj[f].strip() for f in schema["properties"]}, None, ""
 
 
-def build_messages(query: str, passages: Sequence[tuple[str, str]]) -> list[dict]:
-    """Chat messages: the system prompt with each passage tagged ``[doc id]``, then the query."""
+MEMORY_PROMPT = ("\n\nEarlier in this call (the caller's words and our answers; use them to understand the question, "
+                 "never as a source):\n")
+
+
+def build_messages(query: str, passages: Sequence[tuple[str, str]], memory: Sequence[str] = ()) -> list[dict]:
+    """Chat messages: the system prompt with each passage tagged ``[doc id]``, then (when any) the earlier turns of
+    the call tagged ``[memory n]``, n from 1 (`rag.memory.recall.memory_lines`), then the query. Memory is never a
+    source: `answer_schema`'s enum holds the documents only. Without memory the messages are exactly those of a
+    call without it."""
     docs = "\n".join(f"[{doc}] {text}" for doc, text in passages)
+    if memory:
+        docs += MEMORY_PROMPT + "\n".join(f"[memory {n}] {line}" for n, line in enumerate(memory, 1))
     return [{"role": "system", "content": SYSTEM_PROMPT + docs}, {"role": "user", "content": query}]
 
 

@@ -5,9 +5,15 @@ selective recall scores the call's earlier turns against the current question li
 sentence embeddings) and keeps only those at or above a threshold. `recall` is the selection; `with_memory` writes
 the search text a chain without an LLM uses (the recalled turns, oldest first, then the question). Stage dialogues
 compares no memory, the last turn, the full history and selective recall (per-turn accuracy, tokens, time).
+
+With an LLM, the recalled turns are evidence of another kind (`evidence`, `memory_lines`): the prompt lists them
+after the documents as ``[memory n]`` (`rag.llm.client.build_messages`), the caller's words and what we said, never
+a document the answer may cite (the reply's ``source`` enum holds the retrieved documents only, and the verifier
+checks the answer against the cited document). Stage memory_evidence compares the four choices with the LLM on.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -32,3 +38,33 @@ def with_memory(question: str, earlier: Sequence[str], picked: Sequence[int]) ->
     """The search text: the picked earlier turns (indices into ``earlier``, kept in call order) and then the
     question, joined by spaces; the question alone when nothing is picked."""
     return " ".join([earlier[i] for i in sorted(picked)] + [question])
+
+
+@dataclass(frozen=True)
+class EvidencePolicy:
+    """Which earlier turns of a call the LLM sees (params ``memory.evidence``): those whose query's cosine with the
+    current query is >= ``min_cosine`` (selective recall; -1 keeps every turn, the full history; above 1 none), the
+    most recent ``max_items`` of them (1 with min_cosine -1: the last turn only)."""
+
+    min_cosine: float = 0.6
+    max_items: int = 4
+
+    def __post_init__(self):
+        if not -1.0 <= self.min_cosine <= 1.01 or self.max_items < 0:
+            raise ValueError(f"memory.evidence: min_cosine must be in [-1, 1.01] and max_items >= 0, got "
+                             f"{self.min_cosine!r}, {self.max_items!r}")
+
+
+def evidence(question: np.ndarray, earlier: np.ndarray, policy: EvidencePolicy) -> list[int]:
+    """Indices (oldest first) of the earlier turns the LLM sees: `recall` at ``policy.min_cosine``, the last
+    ``policy.max_items`` of them. Shapes and errors as `recall`."""
+    picked = recall(question, earlier, policy.min_cosine)
+    return picked[-policy.max_items:] if policy.max_items else []
+
+
+def memory_lines(turns: Sequence[tuple[str, str, str]]) -> list[str]:
+    """One prompt line per recalled turn ``(heard, say, status)``: what the caller said and what we answered
+    ("we could not answer" for a refusal: its text is a stock phrase, not a fact)."""
+    return [f'The caller said "{heard.strip()}"; '
+            + ("we could not answer." if status == "refused" else f'we said "{say.strip()}"')
+            for heard, say, status in turns]

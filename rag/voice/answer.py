@@ -76,14 +76,15 @@ def turn_deadline(settings: AnswerSettings, start: float | None = None) -> float
 
 
 def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: AnswerSettings,
-            kb: Mapping[str, str], deadline: float | None = None) -> LLMReply:
+            kb: Mapping[str, str], deadline: float | None = None, memory: Sequence[str] = ()) -> LLMReply:
     """One schema-bound LLM call over the retrieved passages (see `rag.llm.client.ask`), ended (and cancelled)
-    ``settings.reserve_s`` before the turn's ``deadline`` (a `time.monotonic` instant; None: only timeout_s)."""
+    ``settings.reserve_s`` before the turn's ``deadline`` (a `time.monotonic` instant; None: only timeout_s).
+    ``memory``: earlier turns of the call shown as ``[memory n]`` (`rag.llm.client.build_messages`), never a source."""
     enum = None
     if settings.answer_mode == "choose":
         enum = list(dict.fromkeys(s for d in docs for s in split_sentences(kb[d])))
     schema = answer_schema(docs, settings.max_len, enum)
-    return ask(url, build_messages(query, [(p.doc, p.text) for p in passages]), schema,
+    return ask(url, build_messages(query, [(p.doc, p.text) for p in passages], memory), schema,
                max_tokens=settings.max_tokens, timeout_s=settings.timeout_s,
                temperature=settings.temperature, seed=settings.seed, model=settings.model,
                deadline=None if deadline is None else deadline - settings.reserve_s)
@@ -249,13 +250,14 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
 
 def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,
                settings: AnswerSettings, kb: Mapping[str, str], url: str | None,
-               deadline: float | None = None) -> dict:
+               deadline: float | None = None, memory: Sequence[str] = ()) -> dict:
     """Retrieve, gate and (if not gated) ask the LLM for one query; the answers.jsonl row.
 
     score: the abstention signal compared with tau. url None means no server could be started:
     the row carries error "unreachable". deadline: the turn's (`turn_deadline`); None starts one here (when
     ``settings.deadline_s`` is set). The LLM gets what is left of it less ``settings.reserve_s``: past that the
-    row carries error "timeout" and the caller says the extractive sentence or the refusal in time.
+    row carries error "timeout" and the caller says the extractive sentence or the refusal in time. memory: earlier
+    turns of the call the LLM sees (`ask_llm`); the row's ``memory`` counts them.
     """
     if deadline is None:
         deadline = turn_deadline(settings)
@@ -269,7 +271,9 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     if url is None:
         row.update(error="unreachable", detail="no LLM server")
         return row
-    reply = ask_llm(url, query, passages, docs, settings, kb, deadline)
+    if memory:
+        row["memory"] = len(memory)
+    reply = ask_llm(url, query, passages, docs, settings, kb, deadline, memory)
     row.update(answer=reply.answer, source=reply.source, error=reply.error, detail=reply.detail,
                first_token_ms=_ms(reply.first_token_ms), total_ms=_ms(reply.total_ms), timings=reply.timings)
     return row

@@ -28,7 +28,8 @@ from rag.voice.verify import split_sentences
 if TYPE_CHECKING:
     from rag.voice.followup import Resolution, Resolver
     from rag.retrieval.kb_cache import KnowledgeBase
-    from rag.memory import Memory
+    from rag.memory import Memory, Turn
+    from rag.memory.recall import EvidencePolicy
 
 
 def question_signals(index: PassageIndex, texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],
@@ -191,21 +192,23 @@ def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: 
 
 
 def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
-                 start: float | None = None, said: frozenset[str] = frozenset()) -> tuple[dict, dict]:
+                 start: float | None = None, said: frozenset[str] = frozenset(),
+                 memory: Sequence[str] = ()) -> tuple[dict, dict]:
     """A rewritten query ``text`` on ``kb``: retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
     (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.voice.answer.decide`,
     the answer row of `rag.voice.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
 
     ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the LLM call is
     cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time.
-    ``said``: sentences never to say again (`rag.voice.answer.decide`)."""
+    ``said``: sentences never to say again (`rag.voice.answer.decide`). ``memory``: earlier turns of the call the LLM
+    sees as ``[memory n]`` (`rag.memory.recall.memory_lines`), never a source."""
     from rag.voice.answer import turn_deadline
 
     settings = config.answer_settings(p, gate.tau)
     deadline = turn_deadline(settings, start)
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
-    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline)
+    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory)
     scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said,
                   load_judge(p)), row
@@ -229,6 +232,9 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     words ask for ("and how long does it take" after "A tune-up costs $60 and takes about 90 minutes.": a duration,
     `rag.voice.selection.ASKS` / ``HOLDS``). A follow-up with nothing to lean on is not answered: it says
     ``memory.clarify`` (status refused, reason no_antecedent).
+
+    With the LLM on (``url``), the earlier turns `recalled_memory` picks (``memory.evidence``) are in its prompt as
+    ``[memory n]``: the caller's words, never a source.
 
     With a ``caller``, what they told us in earlier calls (`end_call`) fills the question's referents first
     ("my insurance" -> "aetna insurance", `rag.memory.preferences.personalise`); an answer (not a refusal) then begins with
@@ -254,13 +260,27 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
         last = topics[-1].say if res.antecedent is not None else ""
         repeat_ok = any(r.search(question.lower()) and HOLDS[t].search(last) for t, r in ASKS.items())
         said = frozenset(split_sentences(last)) if last and not repeat_ok else frozenset()  # a mention and a KB sentence
-        final, row = answer_query(res.query, p, gate, url, kb, start, said)
+        final, row = answer_query(res.query, p, gate, url, kb, start, said,
+                                  recalled_memory(res.query, topics, config.evidence_policy(p)) if url else ())
     if used and final["status"] != "refused":
         final = {**final, "say": f"{mention(used, rules)} {final['say']}", "preferences": [list(u) for u in used]}
     memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
                        say=final["say"], status=final["status"], source=final["source"], reason=final["reason"]),
                   caller)
     return final, row, res
+
+
+def recalled_memory(query: str, turns: Sequence["Turn"], policy: "EvidencePolicy") -> list[str]:
+    """The prompt lines (`rag.memory.recall.memory_lines`) of the earlier ``turns`` (oldest first, each with a
+    resolved query) that `rag.memory.recall.evidence` recalls for ``query``: their queries embedded now and scored
+    against it (MiniLM cosine)."""
+    from rag.memory.recall import evidence, memory_lines
+
+    if not turns or not policy.max_items or policy.min_cosine > 1.0:
+        return []
+    vectors = embed_texts({"q": query, **{str(i): t.query for i, t in enumerate(turns)}})
+    picked = evidence(vectors["q"], np.stack([vectors[str(i)] for i in range(len(turns))]), policy)
+    return memory_lines([(turns[i].heard, turns[i].say, turns[i].status) for i in picked])
 
 
 def end_call(session: str, caller: str, memory: "Memory", p: Mapping, ask: Callable | None) -> tuple[dict, str]:

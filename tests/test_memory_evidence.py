@@ -1,0 +1,127 @@
+"""Selective memory as evidence (issue 19 part 1): the earlier turns of a call the LLM sees as [memory n], the caller's
+words, never a source (rag.memory.recall, rag.llm.client.build_messages, rag.voice.pipeline.answer_turn)."""
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from llm_stub import Stub
+from rag import config
+from rag.io import read_params
+from rag.llm.client import answer_schema, build_messages
+from rag.memory import Memory, open_store
+from rag.memory.recall import EvidencePolicy, evidence, memory_lines
+from rag.voice.gate import Gate
+
+
+@pytest.fixture(scope="module")
+def p():
+    return read_params(ROOT / "params.yaml")
+
+
+@pytest.fixture(scope="module")
+def clinic(p, tmp_path_factory):
+    from rag.retrieval.kb_cache import open_kb
+    from rag.voice.pipeline import follow_up_resolver
+
+    kb = open_kb(ROOT / p["voice"]["kb"], config.hybrid_config(p), tmp_path_factory.mktemp("kbcache"))
+    return Gate.load(ROOT / "models" / "gate.json"), kb, follow_up_resolver(kb, p)
+
+
+def unit(*xs):
+    v = np.array(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_evidence_keeps_the_most_recent_recalled_turns_oldest_first():
+    q = unit(1, 0)
+    earlier = np.stack([unit(1, 0.1), unit(0, 1), unit(1, 0.2), unit(1, 0.3)])   # cosines .995, 0, .98, .96
+    assert evidence(q, earlier, EvidencePolicy(0.6, 4)) == [0, 2, 3]
+    assert evidence(q, earlier, EvidencePolicy(0.6, 2)) == [2, 3]
+    assert evidence(q, earlier, EvidencePolicy(-1.0, 1)) == [3]             # the last turn only
+    assert evidence(q, earlier, EvidencePolicy(-1.0, 8)) == [0, 1, 2, 3]    # the full history
+    assert evidence(q, earlier, EvidencePolicy(1.01, 4)) == []              # none
+    assert evidence(q, earlier, EvidencePolicy(0.6, 0)) == []
+    assert evidence(q, np.zeros((0, 2), np.float32), EvidencePolicy()) == []
+
+
+def test_a_bad_evidence_policy_is_named(p):
+    with pytest.raises(ValueError, match="memory.evidence"):
+        EvidencePolicy(min_cosine=2.0)
+    for key, value in (("min_cosine", "high"), ("max_items", True)):
+        bad = copy.deepcopy(p)
+        bad["memory"]["evidence"][key] = value
+        with pytest.raises(ValueError, match=f"memory.evidence.{key} must be a number"):
+            config.check(bad)
+
+
+def test_memory_is_tagged_after_the_documents_and_is_never_a_source():
+    passages = [("kb-vaccines", "A flu shot costs $30.")]
+    plain = build_messages("is it free for seniors", passages)
+    assert build_messages("is it free for seniors", passages, ()) == plain   # no memory: the same call as before
+    lines = memory_lines([("how much is a flu shot", "A flu shot costs $30.", "extractive"),
+                          ("um where do i park", "I'm not sure about that.", "refused")])
+    assert lines == ['The caller said "how much is a flu shot"; we said "A flu shot costs $30."',
+                     'The caller said "um where do i park"; we could not answer.']
+    system = build_messages("is it free for seniors", passages, lines)[0]["content"]
+    assert system.startswith(plain[0]["content"])
+    assert system.endswith('\n[memory 1] The caller said "how much is a flu shot"; we said "A flu shot costs $30."\n'
+                           '[memory 2] The caller said "um where do i park"; we could not answer.')
+    assert answer_schema(["kb-vaccines"], 200)["properties"]["source"]["enum"] == ["kb-vaccines", "none"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_llm_sees_the_recalled_turns_of_the_call(p, clinic, tmp_path, request, backend):
+    """Through answer_turn on the embedded default and on the real PostgreSQL server: the follow-up's prompt
+    carries the first turn as [memory 1]; an unrelated earlier turn is not recalled; the policy's two ends hold."""
+    from rag.voice.pipeline import answer_turn
+
+    url = "sqlite://" if backend == "sqlite" else request.getfixturevalue("postgres_server").url
+    gate, kb, resolver = clinic
+    reply = json.dumps({"source": "kb-vaccines", "answer": "Flu shots are free for patients over 65 years old."})
+
+    def system_prompts(q_p, session):
+        memory = Memory(open_store(url, 60.0, tmp_path / session))
+        with Stub(reply) as stub:
+            for question in ("where do i park", "how much is a flu shot", "is it free for seniors"):
+                answer_turn(question, session, memory, q_p, gate, stub.url, kb, resolver)
+        memory.forget(session)
+        memory.close()
+        return [r["messages"][0]["content"] for r in stub.requests]
+
+    prompts = system_prompts(p, f"{backend}-selective")
+    assert "[memory" not in prompts[0]
+    last = prompts[-1]
+    assert '[memory 1] The caller said "how much is a flu shot"; we said "' in last
+    assert "park" not in last.split("Earlier in this call")[1]     # selective: the parking turn is not recalled
+    assert "[memory 2]" not in last
+    full = copy.deepcopy(p)
+    full["memory"]["evidence"] = {"min_cosine": -1.0, "max_items": 8}
+    last = system_prompts(full, f"{backend}-full")[-1]
+    assert '[memory 1] The caller said "where do i park"' in last and "[memory 2] The caller said \"how much" in last
+    none = copy.deepcopy(p)
+    none["memory"]["evidence"] = {"min_cosine": 1.01, "max_items": 4}
+    assert not any("[memory" in s for s in system_prompts(none, f"{backend}-none"))
+
+
+@pytest.mark.parametrize("mode, error", [("free", None), ("choose", "schema_violation")])
+def test_a_fact_only_in_memory_is_never_said(p, clinic, tmp_path, mode, error):
+    """The caller says a price; the model repeats it citing the KB document. Free answers: the verifier checks the
+    document, not the call, and the KB's own sentence is said instead. Choose mode: the schema offers KB sentences
+    only, so the reply is a schema violation before any check."""
+    from rag.voice.pipeline import answer_turn
+
+    gate, kb, resolver = clinic
+    q_p = copy.deepcopy(p)
+    q_p["answer"]["mode"] = mode
+    memory = Memory(open_store("sqlite://", 60.0, tmp_path))
+    with Stub(json.dumps({"source": "kb-vaccines", "answer": "A flu shot costs $5."})) as stub:
+        answer_turn("my friend said a flu shot costs five dollars", "c", memory, q_p, gate, stub.url, kb, resolver)
+        final, row, _ = answer_turn("how much is a flu shot", "c", memory, q_p, gate, stub.url, kb, resolver)
+    assert ('[memory 1] The caller said "my friend said a flu shot costs five dollars"'
+            in stub.requests[-1]["messages"][0]["content"])
+    assert row["memory"] == 1 and row["error"] == error
+    assert final["status"] == "extractive" and final["say"] == "A flu shot costs $30."
+    memory.close()
