@@ -132,9 +132,10 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("retrieval", "store", "mysql://x", "retrieval.store must be empty or a postgresql:// URL, got mysql://..."),
     ("verify", "slots", {"day": ["monday"]}, "verify.slots.day must map a value to its terms, got ['monday']"),
 ])
-def test_bad_params_fail_before_any_llm_call(small_kb, tmp_path, capsys, params, section, key, value, message):
-    # A tester found these reported only after every LLM call had been made.
-    path = write_params(tmp_path / "p.yaml", dict(params, **{section: dict(params[section], **{key: value})}))
+def test_bad_params_fail_before_any_llm_call(small_kb, tmp_path, capsys, section, key, value, message):
+    # A tester found these reported only after every LLM call had been made. The file holds only what it changes,
+    # as a user's does (a full copy's relative select.model_dir would name a models/ folder beside it)
+    path = write_params(tmp_path / "p.yaml", {section: {key: value}})
     with Stub(json.dumps({"answer": "x", "source": "none"})) as stub:
         code, err = run_cli(["run", str(small_kb), str(write(tmp_path / "q.jsonl", ROWS)), "--params", str(path),
                              "--llm-url", stub.url], capsys)
