@@ -452,7 +452,7 @@ def _chat(p: dict, args) -> int:
                 final, row, res = answer_turn(question, session, memory, p, gate, url, kb, resolver, args.caller)
                 out = {"session": session, "question": question, "resolved_as": res.kind, "query": res.query,
                        "status": final["status"], "reason": final["reason"], "say": final["say"],
-                       "source": final["source"], **_heard_fields(heard)}
+                       "source": final["source"], "memory": (row or {}).get("memory", 0), **_heard_fields(heard)}
                 if args.json:
                     print(json.dumps(out, ensure_ascii=False), flush=True)
                     continue
@@ -464,7 +464,9 @@ def _chat(p: dict, args) -> int:
                 if args.explain:
                     print(f"  resolved as {res.kind}: {res.query!r}"
                           + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
-                             if row else ""))
+                             if row else "")
+                          + (f"; the LLM saw {row['memory']} earlier turn(s) as [memory n]" if row and row.get("memory")
+                             else ""))
             if args.caller:  # what the caller told us about themselves, for their next call (an empty id: none)
                 kept, why = end_call(session, args.caller, memory, p, preference_ask(url, p))
                 print("remembered for the caller's next call: "

@@ -91,6 +91,22 @@ def summary(turns: list[dict], rows: list[dict], docs: dict) -> dict:
             "first_token_ms_p50": p50("first_token_ms"), "total_ms_p50": p50("total_ms")}
 
 
+def markdown(out: dict, kbs: list[str], variants: list[str]) -> str:
+    """The table of memory_evidence.md from the stage's JSON ``out``, rows in the order of ``kbs`` and ``variants``
+    (token counts and milliseconds as integers)."""
+    cols = ("turns", "llm_calls", "with_memory", "factual_accuracy", "grounded_wrong_said", "answerable_refused",
+            "llm_kept", "llm_kept_right", "memory_tokens", "prompt_tokens_p50", "first_token_ms_p50", "total_ms_p50")
+
+    def cell(c, x):
+        return f"{x:.3f}" if c == "factual_accuracy" else ("" if x is None else f"{x:.0f}")
+    return (f"Earlier turns as LLM evidence ([memory n]), {out['model']} on {out['threads']} threads, every turn after "
+            f"a dialogue's first (clinic: the threshold's choose set; vet: report set, tables off). Runtime "
+            f"{out['runtime_s']:.0f} s.\n\n"
+            + markdown_table(["KB", "variant [min_cosine, max_items]", *cols],
+                             [[k, f"{v} {out['variants'][v]}", *(cell(c, out[k][v][c]) for c in cols)]
+                              for k in kbs for v in variants]))
+
+
 def run():
     t0 = time.perf_counter()
     p = params()
@@ -114,15 +130,7 @@ def run():
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_jsonl(VOICE_METRICS / "memory_evidence_turns.jsonl", all_rows)
     write_json(VOICE_METRICS / "memory_evidence.json", out)
-    cols = ("turns", "llm_calls", "with_memory", "factual_accuracy", "grounded_wrong_said", "answerable_refused",
-            "llm_kept", "llm_kept_right", "memory_tokens", "prompt_tokens_p50", "first_token_ms_p50", "total_ms_p50")
-    write_text(VOICE_METRICS / "memory_evidence.md",
-               f"Earlier turns as LLM evidence ([memory n]), {ev['model']} on {ev['threads']} threads, every turn after "
-               f"a dialogue's first (clinic: the threshold's choose set; vet: report set, tables off). Runtime "
-               f"{out['runtime_s']:.0f} s.\n\n"
-               + markdown_table(["KB", "variant [min_cosine, max_items]", *cols],
-                                [[k, f"{v} {variants[v]}", *(out[k][v][c] for c in cols)]
-                                 for k in kbs for v in variants]))
+    write_text(VOICE_METRICS / "memory_evidence.md", markdown(out, list(kbs), list(variants)))
     print(open(VOICE_METRICS / "memory_evidence.md").read())
 
 

@@ -125,3 +125,19 @@ def test_a_fact_only_in_memory_is_never_said(p, clinic, tmp_path, mode, error):
     assert row["memory"] == 1 and row["error"] == error
     assert final["status"] == "extractive" and final["say"] == "A flu shot costs $30."
     memory.close()
+
+
+def test_chat_says_how_many_earlier_turns_the_llm_saw(small_kb, tmp_path, monkeypatch, capsys):
+    import io
+
+    from rag.__main__ import main
+
+    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("how much is a blood test\nand how long does it take\n"))
+    with Stub(json.dumps({"source": "none", "answer": "x"})) as stub:   # the model declines: the fallback speaks
+        assert main(["chat", "--kb", str(small_kb), "--llm-url", stub.url, "--cache-dir", str(tmp_path), "--json"]) == 0
+    turns = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [t["memory"] for t in turns] == [0, 1]
+    assert '[memory 1] The caller said "how much is a blood test"; we said "A blood test costs $45."' in (
+        stub.requests[1]["messages"][0]["content"])
