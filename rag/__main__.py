@@ -393,7 +393,8 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
            "retrieved": [[d, s] for d, s in zip(row["retrieved"], row["retrieved_scores"])] if row else [],
            "gate_score": row["score"] if row else None, "tau": gate.tau, "signal": gate.signal,
            "kb_cached": kb.cached, "status": final["status"], "reason": final["reason"], "say": final["say"],
-           "source": final["source"], "llm_error": row["error"] if row else None, **_heard_fields(heard)}
+           "source": final["source"], "llm_error": row["error"] if row else None,
+           "memory": (row or {}).get("memory", 0), **_heard_fields(heard)}
     if args.say:
         from rag.voice.tts import speak
 
@@ -410,7 +411,8 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
         print(f"said to: {out['say_wav']} ({out['say_audio_s']:.1f} s of audio, synthesised in {out['tts_ms']:.0f} ms)")
     if args.explain:
         if res:
-            print(f"  resolved as {res.kind}" + (f" (leaning on {res.antecedent!r})" if res.antecedent else ""))
+            print(f"  resolved as {res.kind}" + (f" (leaning on {res.antecedent!r})" if res.antecedent else "")
+                  + (f"; the LLM saw {out['memory']} earlier turn(s) as [memory n]" if out["memory"] else ""))
         if row:
             _explain(out)
             for doc in row["retrieved"]:
@@ -462,7 +464,7 @@ def _chat(p: dict, args) -> int:
                     print(f"caller: {question}")
                 print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
                 if args.explain:
-                    print(f"  resolved as {res.kind}: {res.query!r}"
+                    print(f"  resolved as {res.kind}: {res.query!r}; reason {final['reason']}"
                           + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
                              if row else "")
                           + (f"; the LLM saw {row['memory']} earlier turn(s) as [memory n]" if row and row.get("memory")

@@ -4,6 +4,7 @@ Pure: takes a dict, never reads a file. Used by the DVC stages and the CLI alike
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from typing import Mapping, Sequence
@@ -20,10 +21,13 @@ from rag.voice.verify import VerifyRules, split_sentences
 
 
 def number(p: Mapping, section: str, key: str, kind: type = float) -> float | int:
-    """``p[section][key]`` as ``kind``; ValueError naming ``section.key`` unless it is a (non-bool) number."""
+    """``p[section][key]`` as ``kind``; ValueError naming ``section.key`` unless it is a (non-bool) number, and
+    for ``kind`` int a whole and finite one (``2.5``, ``.inf``, ``.nan`` are not counts)."""
     v = p[section][key]
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{section}.{key} must be a number, got {v!r}")
+    if kind is int and not (math.isfinite(v) and float(v).is_integer()):
+        raise ValueError(f"{section}.{key} must be a whole number, got {v!r}")
     return kind(v)
 
 
@@ -192,7 +196,8 @@ def evidence_policy(p: Mapping) -> EvidencePolicy:
     ValueError naming ``memory.evidence.<key>`` for a value that is not a number or out of range."""
     ev = {"memory.evidence": mapping(p, "memory", "evidence")}
     return EvidencePolicy(min_cosine=number(ev, "memory.evidence", "min_cosine"),
-                          max_items=number(ev, "memory.evidence", "max_items", int))
+                          max_items=number(ev, "memory.evidence", "max_items", int),
+                          max_chars=number(ev, "memory.evidence", "max_chars", int))
 
 
 def preference_rules(p: Mapping) -> PreferenceRules:

@@ -29,18 +29,20 @@ from rag.eval.scoring import has_facts
 from rag.io import read_jsonl, write_json, write_jsonl, write_text
 from rag.llm.server import LocalServer
 from rag.memory import Memory, open_store
-from rag.memory.recall import EvidencePolicy
 from rag.retrieval.chunk import token_count
 from rag.voice.gate import Gate
 from rag.voice.pipeline import answer_turn, follow_up_resolver, recalled_memory
 
 
-def variant_params(p: dict, q_p: dict, policy: list) -> dict:
-    """``q_p`` with ``memory.evidence`` set to ``policy`` ([min_cosine, max_items]) and no turn deadline."""
+def variant_params(q_p: dict, name: str, policy) -> dict:
+    """``q_p`` with ``memory.evidence``'s min_cosine and max_items set to ``policy`` ([min_cosine, max_items]) and no
+    turn deadline. ValueError naming the variant, or the key as `rag.config.evidence_policy` does."""
+    if not isinstance(policy, list) or len(policy) != 2:
+        raise ValueError(f"memory.evidence_eval.variants.{name} must be [min_cosine, max_items], got {policy!r}")
     out = copy.deepcopy(q_p)
-    out["memory"]["evidence"] = {"min_cosine": float(policy[0]), "max_items": int(policy[1])}
+    out["memory"]["evidence"] = {**q_p["memory"]["evidence"], "min_cosine": policy[0], "max_items": policy[1]}
     out["answer"]["deadline_s"] = 0
-    config.evidence_policy(out)  # a bad variant fails here, naming memory.evidence
+    config.evidence_policy(out)
     return out
 
 
@@ -118,12 +120,13 @@ def run():
     kbs = open_kbs(p)
     out, all_rows = {"model": ev["model"], "threads": ev["threads"], "variants": variants}, []
     for name, policy in variants.items():
-        EvidencePolicy(float(policy[0]), int(policy[1]))  # a bad variant fails before the server starts
+        variant_params(p, name, policy)  # every variant checked before any server starts
+    for name, policy in variants.items():
         with LocalServer(model=ev["model"], threads=int(ev["threads"]), n_ctx=int(p["llm"]["n_ctx"]),
                          cache_ram_mib=0).start() as server:
             for kb_name, (kb, q_p) in kbs.items():
                 ts = [t for t in turns if t["kb"] == kb_name]
-                rows = run_variant(kb, variant_params(p, q_p, policy), gate, ts, server.url)
+                rows = run_variant(kb, variant_params(q_p, name, policy), gate, ts, server.url)
                 out.setdefault(kb_name, {})[name] = summary(ts, rows, kb.docs)
                 all_rows += [{"variant": name, "kb": kb_name, **r} for r in rows]
         print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)

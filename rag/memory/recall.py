@@ -13,6 +13,7 @@ checks the answer against the cited document). Stage memory_evidence compares th
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -44,15 +45,19 @@ def with_memory(question: str, earlier: Sequence[str], picked: Sequence[int]) ->
 class EvidencePolicy:
     """Which earlier turns of a call the LLM sees (params ``memory.evidence``): those whose query's cosine with the
     current query is >= ``min_cosine`` (selective recall; -1 keeps every turn, the full history; above 1 none), the
-    most recent ``max_items`` of them (1 with min_cosine -1: the last turn only)."""
+    most recent ``max_items`` of them (1 with min_cosine -1: the last turn only), each text cut to ``max_chars``
+    characters (`memory_lines`). ValueError naming the key for a value out of range."""
 
     min_cosine: float = 0.6
     max_items: int = 4
+    max_chars: int = 300
 
     def __post_init__(self):
-        if not -1.0 <= self.min_cosine <= 1.01 or self.max_items < 0:
-            raise ValueError(f"memory.evidence: min_cosine must be in [-1, 1.01] and max_items >= 0, got "
-                             f"{self.min_cosine!r}, {self.max_items!r}")
+        if not -1.0 <= self.min_cosine <= 1.01:
+            raise ValueError(f"memory.evidence.min_cosine must be in [-1, 1.01], got {self.min_cosine!r}")
+        if self.max_items < 0 or self.max_chars < 1:
+            raise ValueError(f"memory.evidence.max_items must be >= 0 and max_chars >= 1, got {self.max_items!r}, "
+                             f"{self.max_chars!r}")
 
 
 def evidence(question: np.ndarray, earlier: np.ndarray, policy: EvidencePolicy) -> list[int]:
@@ -62,9 +67,14 @@ def evidence(question: np.ndarray, earlier: np.ndarray, policy: EvidencePolicy) 
     return picked[-policy.max_items:] if policy.max_items else []
 
 
-def memory_lines(turns: Sequence[tuple[str, str, str]]) -> list[str]:
+def memory_lines(turns: Sequence[tuple[str, str, str]], max_chars: int = 300) -> list[str]:
     """One prompt line per recalled turn ``(heard, say, status)``: what the caller said and what we answered
-    ("we could not answer" for a refusal: its text is a stock phrase, not a fact)."""
-    return [f'The caller said "{heard.strip()}"; '
-            + ("we could not answer." if status == "refused" else f'we said "{say.strip()}"')
+    ("we could not answer" for a refusal: its text is a stock phrase, not a fact). Each text is one line (every run
+    of whitespace, line and paragraph separators included, is one space), cut to ``max_chars`` characters and
+    quoted as a JSON string, so the caller's words cannot end the quote or start a line that looks like a document
+    (``[kb-x] ...``) or another memory."""
+    def quoted(text: str) -> str:
+        return json.dumps(" ".join(text.split())[:max_chars], ensure_ascii=False)
+    return [f"The caller said {quoted(heard)}; "
+            + ("we could not answer." if status == "refused" else f"we said {quoted(say)}")
             for heard, say, status in turns]

@@ -248,6 +248,9 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
             "reason": f"{reason}; {why}"}
 
 
+NOT_SENT = ("unreachable", "busy", "http_error")  # LLM errors after which the model read nothing of the prompt
+
+
 def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,
                settings: AnswerSettings, kb: Mapping[str, str], url: str | None,
                deadline: float | None = None, memory: Sequence[str] = ()) -> dict:
@@ -257,7 +260,8 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     the row carries error "unreachable". deadline: the turn's (`turn_deadline`); None starts one here (when
     ``settings.deadline_s`` is set). The LLM gets what is left of it less ``settings.reserve_s``: past that the
     row carries error "timeout" and the caller says the extractive sentence or the refusal in time. memory: earlier
-    turns of the call the LLM sees (`ask_llm`); the row's ``memory`` counts them.
+    turns of the call the LLM sees (`ask_llm`); the row's ``memory`` counts them when the model got the request
+    (not for the `NOT_SENT` errors).
     """
     if deadline is None:
         deadline = turn_deadline(settings)
@@ -271,9 +275,9 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     if url is None:
         row.update(error="unreachable", detail="no LLM server")
         return row
-    if memory:
-        row["memory"] = len(memory)
     reply = ask_llm(url, query, passages, docs, settings, kb, deadline, memory)
+    if memory and reply.error not in NOT_SENT:
+        row["memory"] = len(memory)
     row.update(answer=reply.answer, source=reply.source, error=reply.error, detail=reply.detail,
                first_token_ms=_ms(reply.first_token_ms), total_ms=_ms(reply.total_ms), timings=reply.timings)
     return row

@@ -280,7 +280,7 @@ def recalled_memory(query: str, turns: Sequence["Turn"], policy: "EvidencePolicy
         return []
     vectors = embed_texts({"q": query, **{str(i): t.query for i, t in enumerate(turns)}})
     picked = evidence(vectors["q"], np.stack([vectors[str(i)] for i in range(len(turns))]), policy)
-    return memory_lines([(turns[i].heard, turns[i].say, turns[i].status) for i in picked])
+    return memory_lines([(turns[i].heard, turns[i].say, turns[i].status) for i in picked], policy.max_chars)
 
 
 def end_call(session: str, caller: str, memory: "Memory", p: Mapping, ask: Callable | None) -> tuple[dict, str]:
