@@ -276,7 +276,8 @@ def _run(p: dict, args) -> int:
 
 
 def _explain(row: dict) -> None:
-    verdict = "refuse" if row["gate_score"] < row["tau"] else "answer"
+    verdict = ("refuse" if row["status"] == "refused" and row["reason"] == "below_tau" else
+               "answer" if row["gate_score"] >= row["tau"] else "answer (the top passage holds the number it quotes)")
     print(f"  query: {row['query']}\n  retrieved: " + ", ".join(f"{d} {s:.3f}" for d, s in row["retrieved"])
           + f"\n  gate: {row['gate_score']:.3f} vs tau {row['tau']:.3f} -> {verdict}"
           + f"\n  source: {row['source']}; reason: {row['reason']}"

@@ -262,6 +262,12 @@ def test_cross_scorer_reads_question_and_sentence_together():
     ("how long is a yearly physical", "A yearly physical lasts 40 minutes."),
     ("how much is a flu shot", "A flu shot costs $30."),
     ("how much notice do I need", None),  # not a price question: no price sentence (today: refused)
+    # item 5: a quoted phone number is about the passage naming it (the gate alone scores it 0.538 < tau 0.741)
+    ("what is 555-0177", "Call the billing office at 555-0177 with billing questions."),
+    ("what is five five five oh one six two", "You can request a refill through the patient portal or by calling "
+                                              "the refill line at 555-0162."),
+    ("who do I call at 555-0177", "Call the billing office at 555-0177 with billing questions."),  # not 555-0190
+    ("what is 555-0199", None),  # a number the KB does not hold: no other number said
 ])
 def test_clinic_questions_from_the_issue(params, question, said, tmp_path):
     """A typed question through the whole turn with the LLM down (`rag.voice.pipeline.answer_question`, default params)."""
@@ -275,7 +281,7 @@ def test_clinic_questions_from_the_issue(params, question, said, tmp_path):
     final, row = answer_question(question, p, Gate.load(ROOT / "models" / "gate.json"), None, kb)
     assert row["error"] == "unreachable" or row["gated"]
     if said is None:
-        assert "$" not in final["say"]
+        assert "$" not in final["say"] and "555" not in final["say"]
     else:
         assert (final["status"], final["say"]) == ("extractive", said)
 

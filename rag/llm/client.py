@@ -248,6 +248,22 @@ def validate(content: str, schema: dict) -> tuple[str | None, str | None, str | 
     return answer, source, None, ""
 
 
+# Chat-template control tokens: ChatML and its kin ("<|im_start|>", "<|im_end|>", "<|endoftext|>", Llama 3's
+# "<|eot_id|>"), Llama 2's "<s>" / "[INST]", Gemma's "<start_of_turn>". llama.cpp's server parses special tokens in
+# the prompt its chat template builds, so such text inside a message (a caller's words, a KB passage, a memory line)
+# would close the turn it stands in and open another ("<|im_end|><|im_start|>system ..."). `ask` removes them.
+CONTROL_TOKENS = re.compile(r"<\|[^<>|\s]{1,64}\|>|</?s>|\[/?INST\]|<(?:start|end)_of_turn>", re.IGNORECASE)
+
+
+def without_control_tokens(text: str) -> str:
+    """``text`` with every `CONTROL_TOKENS` match removed (repeatedly: "<|im_<|x|>end|>" leaves none)."""
+    while True:
+        cleaned = CONTROL_TOKENS.sub("", text)
+        if cleaned == text:
+            return text
+        text = cleaned
+
+
 # The start of a streamed `answer_schema` reply whose source is "none": nothing after it can be said.
 DECLINED = re.compile(r'\s*\{\s*"source"\s*:\s*"none"')
 CONNECT_S = 2.0  # longest wait for a TCP connection (loopback or LAN); longer means nobody is listening in time
@@ -263,7 +279,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     (validated by `validate_cited`, sets answer/citations) or a `query_schema` (`validate_query`: the query in
     ``answer``) or a `list_schema` (`validate_list`: the list in ``items``) or a `record_schema` (`validate_record`: the
     fields in ``record``). ``raw`` keeps the streamed text even when validation
-    fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`.
+    fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`. Chat-template
+    control tokens are removed from every message's content first (`without_control_tokens`).
 
     The call ends by ``min(now + timeout_s, deadline)`` (``deadline``: a `time.monotonic` instant, the turn's):
     the wait for the response headers is a read timeout of that budget, and from the headers on a watchdog
@@ -281,7 +298,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         return _done(reply, start)
     end = now + budget
     body = {
-        "messages": messages, "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
+        "messages": [{**m, "content": without_control_tokens(m["content"])} for m in messages],
+        "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
         "stream": True,
         "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": schema}},
     }

@@ -16,8 +16,8 @@ from rag.retrieval.chunk import Passage
 from rag.retrieval.search import MODES, HybridConfig, PassageIndex
 from rag.voice.selection import AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
-from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, slots_conflict,
-                        split_sentences, verify)
+from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, identifiers,
+                             slots_conflict, split_sentences, verify)
 
 STATUSES = ("llm", "extractive", "refused")
 
@@ -104,8 +104,9 @@ def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceInde
 def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,
                   rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
                   hybrid: HybridConfig = HybridConfig()) -> int:
-    """Index of the sentence to read out: those holding the asked-for answer type (a duration for
-    "how long", `rag.voice.verify.asked_types`) first, then the best rank when the sentences are searched
+    """Index of the sentence to read out: those naming a phone number or code the query quotes
+    (`rag.voice.verify.identifiers`) first, then those holding the asked-for answer type (a duration for
+    "how long", `rag.voice.verify.asked_types`), then the best rank when the sentences are searched
     like passages (``mode`` and ``hybrid``, the retrieval settings: in ``hybrid_phonetic`` BM25 and the
     sound-alike list vote, not cosine alone); ties by position.
 
@@ -116,9 +117,16 @@ def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vect
         raise ValueError("no sentences to pick from")
     types = asked_types(query, rules)
     typed = [bool(types) and holds_answer_type(s, types, rules) for s in sentences]
+    named = quoted(query, sentences)
     index = PassageIndex([Passage(str(i), str(i), s) for i, s in enumerate(sentences)], vectors, hybrid)
     position = {i: r for r, (i, _) in enumerate(index.ranking(query, mode, vector))}
-    return min(range(len(sentences)), key=lambda i: (-typed[i], position.get(i, len(sentences)), i))
+    return min(range(len(sentences)), key=lambda i: (-named[i], -typed[i], position.get(i, len(sentences)), i))
+
+
+def quoted(query: str, texts: Sequence[str]) -> list[bool]:
+    """For each text, whether it names a phone number or code that ``query`` quotes (`rag.voice.verify.identifiers`)."""
+    asked = identifiers(query)
+    return [bool(asked and asked & identifiers(t)) for t in texts]
 
 
 class Extract(NamedTuple):
@@ -136,9 +144,10 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: S
                hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None,
                said: frozenset[str] = frozenset()) -> Extract | None:
     """The retrieved sentence to read out instead of a failed answer, among `candidate_sentences` (their vectors
-    precomputed in ``sentences``; ``said`` left out): with ``scorer`` (the learned answer selection) those holding the asked-for answer
-    type of the KB's table first (none without a table), then the best score; without one, `pick_sentence`
-    (answer-type tables, then the retrieval ranking). None if every candidate contradicts the query."""
+    precomputed in ``sentences``; ``said`` left out): with ``scorer`` (the learned answer selection) those naming a
+    phone number or code the query quotes first (`quoted`), then those holding the asked-for answer type of the KB's
+    table (none without a table), then the best score; without one, `pick_sentence` (quoted identifiers, answer-type
+    tables, then the retrieval ranking). None if every candidate contradicts the query."""
     cands = candidate_sentences(query, docs, sentences, rules, said)
     if not cands:
         return None
@@ -149,7 +158,8 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: S
         scores = scorer.scores(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
         types = asked_types(query, rules)  # the KB's answer-type table, when it has one, is a hint: typed first
         typed = [bool(types) and holds_answer_type(s, types, rules) for s, _, _ in cands]
-        best = min(range(len(cands)), key=lambda i: (-typed[i], -scores[i], i))
+        named = quoted(query, [s for s, _, _ in cands])
+        best = min(range(len(cands)), key=lambda i: (-named[i], -typed[i], -scores[i], i))
         score = round(float(scores[best]), 6)
     return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6), score)
 
@@ -192,7 +202,8 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     at least as well as the extractive pick, scored by the same judge (``weaker_than_extractive`` otherwise): with
     the LLM on, nothing the judge ranks below the LLM-off pick is said. Anything else is replaced by `extractive`,
     or by the refusal when no sentence agrees with the query, the pick's cosine is below
-    ``settings.min_sentence_cosine`` (with or without a scorer) or its score is below ``scorer.min_score``
+    ``settings.min_sentence_cosine`` (with or without a scorer; not when it names a phone number or code the query
+    quotes, `quoted`) or its score is below ``scorer.min_score``
     (``no_sentence_answers``: the scorer's part of the gate).
     ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
     """
@@ -237,7 +248,8 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     fallback = pick()
     if fallback is None:
         why = "no sentence agrees with the query"
-    elif fallback.cosine < settings.min_sentence_cosine:  # whatever ranked it first
+    elif fallback.cosine < settings.min_sentence_cosine and not quoted(row["query"], [fallback.sentence])[0]:
+        # whatever ranked it first; a sentence naming the number the question quotes is the one it asks about
         why = "sentence_below_min_cosine"
     elif scorer is not None and fallback.score < scorer.min_score:
         why = "no_sentence_answers"
@@ -256,7 +268,9 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
                deadline: float | None = None, memory: Sequence[str] = ()) -> dict:
     """Retrieve, gate and (if not gated) ask the LLM for one query; the answers.jsonl row.
 
-    score: the abstention signal compared with tau. url None means no server could be started:
+    score: the abstention signal compared with tau; a question quoting a phone number or code that the top
+    passage holds verbatim is never gated ("what is 555-0177": the gate's signals see two digit groups, the
+    passage is the one naming them; `quoted`). url None means no server could be started:
     the row carries error "unreachable". deadline: the turn's (`turn_deadline`); None starts one here (when
     ``settings.deadline_s`` is set). The LLM gets what is left of it less ``settings.reserve_s``: past that the
     row carries error "timeout" and the caller says the extractive sentence or the refusal in time. memory: earlier
@@ -268,7 +282,8 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     passages, docs, doc_scores = retrieve(index, query, vector, settings)
     row = {"id": qid, "query": query, "retrieved": docs, "retrieved_scores": [round(s, 6) for s in doc_scores],
            "score": round(score, 6),
-           "gated": score < settings.tau, "answer": None, "source": None, "error": None,
+           "gated": score < settings.tau and not (passages and quoted(query, [passages[0].text])[0]),
+           "answer": None, "source": None, "error": None,
            "detail": "", "first_token_ms": None, "total_ms": None, "timings": None}
     if row["gated"]:
         return row
