@@ -177,6 +177,7 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
                           temperature=number(p, "llm", "temperature"), seed=number(p, "llm", "seed", int),
                           model=llm.get("model") or None, hybrid=hybrid_config(p),
                           min_sentence_cosine=number(p, "answer", "min_sentence_cosine"),
+                          sentence_stemmer=text(p, "answer", "sentence_stemmer"),
                           deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"))
 
 

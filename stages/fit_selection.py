@@ -68,7 +68,7 @@ def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid
         y = np.zeros(len(cands), bool) if refuse else holds & in_gold
         keep = np.ones(len(cands), bool) if refuse else ~(holds & ~in_gold)
         rules_pick = pick_sentence(text, v, [s for s, _, _ in cands], np.stack([c[2] for c in cands]), rules,
-                                   settings.mode, hybrid)
+                                   settings.mode, settings.sentence_hybrid)
         out.append({"id": q["id"], "x": x, "y": y, "keep": keep, "rules": rules_pick, "near_miss": refuse,
                     "query": text, "sentences": [c for c, _, _ in cands],
                     "near": q.get("near") or (q["relevant"] or [""])[0]})

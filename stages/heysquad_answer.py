@@ -43,8 +43,9 @@ def run():
     h = p["heysquad"]
     t0 = time.perf_counter()
     passages, queries, index = heysquad_index(p, "answers")
-    hybrid, rules = config.hybrid_config(p), config.verify_rules(p)
+    rules = config.verify_rules(p)
     settings = config.answer_settings(p, 0.0)
+    hybrid = settings.sentence_hybrid  # how the extractive pick ranks sentences (answer.sentence_stemmer)
     modes, grid = checked_grid(h, settings)
     sentences = SentenceIndex.build({r["_id"]: r["text"] for r in passages})
     accuracy, selective = {}, {}

@@ -120,6 +120,8 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("verify", "answer_types", {"time": ["what time"]}, "verify.answer_types.time needs cues and a pattern"),
     ("verify", "answer_types", {"time": {"cues": "what time", "pattern": "pm"}}, "time.cues must be a non-empty list"),
     ("answer", "min_sentence_cosine", "high", "answer.min_sentence_cosine must be a number, got 'high'"),
+    ("answer", "sentence_stemmer", "porter", "answer.sentence_stemmer must be one of ('none', 'snowball'), got 'porter'"),
+    ("answer", "sentence_stemmer", None, "answer.sentence_stemmer must be a non-empty string, got None"),
     ("verify", "min_coverage", None, "verify.min_coverage must be a number, got None"),
     ("select", "judge", "gpt", "select.judge must be one of ('rules', 'linear', 'mlp', 'listwise', 'cross'), got 'gpt'"),
     ("select", "design", "best", "select.design must be one of ('rules', 'linear', 'mlp', 'listwise', 'cross'), got 'best'"),

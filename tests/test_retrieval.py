@@ -193,3 +193,19 @@ def test_a_gate_fitted_on_one_bm25_engine_is_refused_on_the_other():
     assert good["retrieval"]["bm25_engine"] == "rank_bm25"
     with pytest.raises(GateMismatch, match="bm25_engine 'rank_bm25' there, 'bm25s' here"):
         Gate.from_dict(good).check(good["signal"], good["embedder"], {**good["retrieval"], "bm25_engine": "bm25s"})
+
+
+def test_snowball_stemmer_in_bm25():
+    """HybridConfig.stemmer: BM25 over Snowball stems ("shots" = "shot", "parking" = "park"); none keeps the words."""
+    texts = ["You do not need an appointment for a flu shot.", "Flu shots are free for patients over 65 years old.",
+             "Parking in the clinic lot costs $2 an hour.", "A blood test costs $45.", "We are closed on Sunday."]
+    vectors = np.eye(5, dtype=np.float32)
+    plain = PassageIndex([Passage(str(i), str(i), t) for i, t in enumerate(texts)], vectors, HybridConfig())
+    stemmed = PassageIndex(plain.passages, vectors, HybridConfig(stemmer="snowball"))
+    assert plain.tokenize("Flu shots, parking") == ["flu", "shots", "parking"]
+    assert stemmed.tokenize("Flu shots, parking") == ["flu", "shot", "park"]
+    query = "flu shot free seniors"
+    assert [i for i, _ in plain.ranking(query, "bm25", vectors[0])][0] == 0     # "flu shot" matches, "shots" not
+    assert [i for i, _ in stemmed.ranking(query, "bm25", vectors[0])][0] == 1   # flu + shot + free
+    with pytest.raises(ValueError, match="stemmer must be one of"):
+        HybridConfig(stemmer="porter")

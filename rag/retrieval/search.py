@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import snowballstemmer
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
@@ -18,6 +19,8 @@ from rag.retrieval.indexes import BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
+STEMMERS = ("none", "snowball")  # `HybridConfig.stemmer`
+_SNOWBALL = snowballstemmer.stemmer("english")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,8 @@ class HybridConfig:
     (0 = one key per word, n = character n-grams of the keys run together). Defaults (metaphone
     3-grams, weight 1.0) chosen on half of HeySQuAD (even articles), checked on the other half.
     bm25_engine: `rag.retrieval.indexes.BM25_ENGINES` (rank_bm25, or bm25s for large KBs).
+    stemmer: `STEMMERS`: ``snowball`` reduces BM25's tokens to their Snowball English stems (Porter 2001, the
+    ``snowballstemmer`` package: "shots" and "shot", "parking" and "park" match); ``none`` keeps them as written.
     """
 
     rrf_k: int = 60
@@ -46,8 +51,11 @@ class HybridConfig:
     index: str = "exact"            # the dense list: exact (numpy matmul) | hnsw (faiss, approximate)
     hnsw: tuple[int, int, int] = (16, 80, 64)   # (m, ef_construction, ef_search) of `HNSWIndex`
     bm25_engine: str = "rank_bm25"
+    stemmer: str = "none"
 
     def __post_init__(self):
+        if self.stemmer not in STEMMERS:
+            raise ValueError(f"stemmer must be one of {STEMMERS}, got {self.stemmer!r}")
         if self.index not in ("exact", "hnsw"):
             raise ValueError(f"retrieval.index must be exact or hnsw, got {self.index!r}")
         if self.bm25_engine not in BM25_ENGINES:
@@ -88,8 +96,9 @@ class PassageIndex:
         return cls(passages, get_embedder().embed([p.text for p in passages]), config)
 
     def tokenize(self, text: str) -> list[str]:
-        """The BM25 tokenizer of this index's config."""
-        return word_tokens(text, self.config.stopwords, self.config.min_token_len)
+        """The BM25 tokenizer of this index's config (stemmed when ``config.stemmer`` says so)."""
+        tokens = word_tokens(text, self.config.stopwords, self.config.min_token_len)
+        return _SNOWBALL.stemWords(tokens) if self.config.stemmer == "snowball" else tokens
 
     @property
     def bm25(self) -> BM25Index:

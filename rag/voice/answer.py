@@ -6,14 +6,14 @@ retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from rag.llm.client import LLMReply, answer_schema, ask, build_messages
 from rag.retrieval.chunk import Passage
-from rag.retrieval.search import MODES, HybridConfig, PassageIndex
+from rag.retrieval.search import MODES, STEMMERS, HybridConfig, PassageIndex
 from rag.voice.selection import AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
 from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, identifiers,
@@ -38,6 +38,7 @@ class AnswerSettings:
     seed: int = 0
     model: str | None = None
     hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
+    sentence_stemmer: str = "none"  # the BM25 stemmer of the sentence ranking (`sentence_hybrid`): none | snowball
     min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
     deadline_s: float = 0.0         # the whole turn's budget (0: none, only timeout_s bounds the LLM call)
     reserve_s: float = 0.0          # of it, kept for what follows the LLM call (verify, the extractive pick)
@@ -54,6 +55,13 @@ class AnswerSettings:
             raise ValueError(f"unknown retrieval mode {self.mode!r}; expected one of {MODES}")
         if self.answer_mode not in ("free", "choose"):
             raise ValueError(f"answer.mode must be free or choose, got {self.answer_mode!r}")
+        if self.sentence_stemmer not in STEMMERS:
+            raise ValueError(f"answer.sentence_stemmer must be one of {STEMMERS}, got {self.sentence_stemmer!r}")
+
+    @property
+    def sentence_hybrid(self) -> HybridConfig:
+        """How `pick_sentence` ranks the retrieved sentences: ``hybrid`` with ``sentence_stemmer``."""
+        return replace(self.hybrid, stemmer=self.sentence_stemmer)
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
@@ -219,7 +227,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
             if sentences is None:
                 sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
             picked.append(extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
-                                     settings.hybrid, scorer, said))
+                                     settings.sentence_hybrid, scorer, said))
         return picked[0]
 
     if row["error"]:
