@@ -149,19 +149,20 @@ def test_identifiers(text, ids):
     assert identifiers(text) == ids
 
 
-def test_a_quoted_number_is_a_slot_without_a_table():
-    """Issue 10: "who do I call at 555-0177" answered "call us at 555-0190." (true, in the cited document) was
-    verified; a sentence naming another phone number than the one asked about now fails, reason named."""
+def test_a_quoted_number_is_no_slot():
+    """A sentence naming another number than the one a question quotes can still answer it: "is the nurse line
+    555-0177" is answered (corrected) by the nurse line's own number (found by a bad-input pass: as a slot, the
+    identifier conflict hid that sentence). Only the pick prefers the sentence naming the quoted number."""
     from rag.voice.verify import slots_conflict
 
-    q = "who do i call at 555 0177"
-    assert slots_conflict(q, "If you have not heard from them within 2 weeks, call us at 555-0190.") == "identifier"
-    assert slots_conflict(q, "Call the billing office at 555-0177 with billing questions.") is None
-    assert slots_conflict(q, "Parking is free for patients.") is None          # names no number: no conflict
-    assert slots_conflict("what do you charge", "call us at 555-0190.") is None  # the query quotes none
-    kb = {"kb-referrals": "# Referrals\n\nIf you have not heard from them within 2 weeks, call us at 555-0190.",
-          "kb-billing": "# Billing\n\nCall the billing office at 555-0177 with billing questions."}
-    assert verify("If you have not heard from them within 2 weeks, call us at 555-0190.", "kb-referrals",
-                  list(kb), kb, q) == (False, "wrong_identifier")
-    assert verify("Call the billing office at 555-0177 with billing questions.", "kb-billing",
-                  list(kb), kb, q) == (True, "ok")
+    assert slots_conflict("is the nurse line 555 0177", "Call the nurse line at 555-0148.") is None
+    kb = {"kb-nurse": "# Nurse line\n\nCall the nurse line at 555-0148."}
+    assert verify("Call the nurse line at 555-0148.", "kb-nurse", list(kb), kb, "is the nurse line 555 0177") == \
+        (True, "ok")
+
+
+def test_identifiers_are_ascii_digits():
+    from rag.voice.verify import identifiers
+
+    assert identifiers("\u0665\u0665\u0665-\u0660\u0661\u0667\u0667") == set()  # Arabic-Indic: no identifier
+    assert identifiers("1-555-0177") == {"5550177"}

@@ -5,8 +5,7 @@ An answer passes only if ALL hold (the failure reason names the first that does 
 - every number and time in it appears in ONE sentence of the cited document (times compared
   after normalisation: "8:30 a.m." = "8.30am" = "half past eight in the morning" -> 08:30);
 - slot agreement: a day or service named by the query is not contradicted by that sentence
-  (a Saturday question supported by the weekday sentence fails); the slots are a table (`VerifyRules`), and a
-  phone number or code the query quotes (`identifiers`) is one more, needing no table;
+  (a Saturday question supported by the weekday sentence fails); the slots are a table (`VerifyRules`);
 - yes/no replies (`is_yes_no`: "Yes.", "No, we don't."): the supporting sentence holds the query's key
   terms (`yes_no_supported`), since such a reply claims the query's proposition, not words of its own;
 - polarity: the sentence and the answer agree on negation ("We do not accept personal checks"
@@ -25,7 +24,7 @@ from rag.voice.rewrite import DEFAULT_RULES, RewriteRules, normalise, normalise_
 
 REASONS = ("ok", "empty_answer", "source_none", "source_not_retrieved", "source_unknown",
            "number_not_in_source", "numbers_split_across_sentences", "no_supporting_sentence",
-           "wrong_day", "wrong_service", "wrong_identifier", "yes_no_unsupported", "polarity", "unsupported_words")
+           "wrong_day", "wrong_service", "yes_no_unsupported", "polarity", "unsupported_words")
 
 # The seed split on (?<=[.!?])\s+; requiring a capital or digit next keeps "9 a.m. to 1 p.m." whole.
 # Candidate ends are . ! or ? then whitespace; `split_sentences` keeps one only before a capital (any script:
@@ -203,27 +202,23 @@ def _expand(values: set[str], rules: VerifyRules) -> set[str]:
 # digits ("555-0177", "(555) 0177", "800-555-0199", and "555 0177" as the rewrite writes a spoken one), or one run of
 # 5 or more digits ("90210"). Not a year range ("2001-2006"), a list ("41 43 47"), a date ("9 2004") or a price
 # ("$1,200.50", "$120").
-_IDENTIFIER = re.compile(r"(?<!\d)(?:(?:\d{3}[ \-/()]{1,2})+\d{3,}|\d{5,})(?!\d)")
+# ASCII digits only: the rewrite has already folded full-width ones (NFKC); other scripts' digits are no identifier.
+_IDENTIFIER = re.compile(r"(?<![0-9])(?:(?:[0-9]{3}[ \-/()]{1,2})+[0-9]{3,}|[0-9]{5,})(?![0-9])")
 
 
 def identifiers(text: str) -> set[str]:
     """The phone numbers and codes a text names (`_IDENTIFIER`), as digit strings: "Call 555-0177." and the
     rewritten "what is 555 0177" both give ``{"5550177"}``; "$120", "1990", "7:30", "2001-2006" none.
-    A text slot needing no table: a question quoting one is about it (`slots_conflict`)."""
-    return {re.sub(r"\D", "", m.group()) for m in _IDENTIFIER.finditer(text)}
+    A question quoting one is about the sentence naming it (`rag.voice.answer.quoted`)."""
+    return {re.sub(r"[^0-9]", "", m.group()) for m in _IDENTIFIER.finditer(text)}
 
 
 def slots_conflict(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> str | None:
-    """Name of the first slot where the sentence names values and none agree with the query's: the table's slots
-    (``rules.slots``), then ``"identifier"`` (`identifiers`: "who do I call at 555-0177" is not answered by
-    "call us at 555-0190")."""
+    """Name of the first slot where the sentence names values and none agree with the query's."""
     q, s = slot_values(query, rules), slot_values(sentence, rules)
     for slot, qv in q.items():
         if slot in s and not (_expand(qv, rules) & s[slot]):
             return slot
-    q_ids, s_ids = identifiers(query), identifiers(sentence)
-    if q_ids and s_ids and not q_ids & s_ids:
-        return "identifier"
     return None
 
 
