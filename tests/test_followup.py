@@ -52,6 +52,14 @@ def test_the_topic_prefers_words_the_kb_holds_over_misheard_ones(resolver):
     assert resolve_all(resolver, ["do you see zebras", "how much is it"])[1] == ("pronoun", "how much is see zebras")
 
 
+def test_the_topic_keeps_the_compound_of_its_specific_word(resolver):
+    # "dog" is in every document (not specific), "wash" in one: the topic is "dog wash", not a bare "wash"
+    assert resolve_all(resolver, ["how much is a dog wash", "when can I get it"])[1] == (
+        "pronoun", "when can i get dog wash")
+    # a common word not next to the specific one stays out ("dog" ... "parking")
+    assert resolve_all(resolver, ["does a dog need parking", "where is it"])[1] == ("pronoun", "where is parking")
+
+
 def test_opener_and_ellipsis_swap_a_contrasted_term(resolver):
     got = resolve_all(resolver, ["how much is boarding for a dog", "and for a cat?", "what about a dog"])
     assert got == [("standalone", "how much is boarding for a dog"), ("opener", "how much is boarding for a cat"),

@@ -114,8 +114,10 @@ class Resolver:
         """The words of the earlier query ``base`` that stand for its topic in the follow-up ``words``: its
         specific words the KB holds (a word it lacks is most often the recogniser's garbage: "youtube" in "up the
         youtube video visits"), less those the follow-up already says and a weekday or a swap-class term the
-        follow-up names one of its own; its specific words the KB lacks when it holds none of them; all its
-        remaining key words when none is specific."""
+        follow-up names one of its own, each with the key words next to it that the KB holds (the compound a
+        common word is part of: "video visits", where "visits" alone is in most documents and says nothing); its
+        specific words the KB lacks when it holds none of them; all its remaining key words when none is
+        specific."""
         own_day = any(weekday_of(w, self.rewrite) for w in words)
         dropped = set()
         for terms in self.rewrite.swap_classes:
@@ -125,7 +127,12 @@ class Resolver:
         keep = [w for i, w in enumerate(base) if i not in dropped and w not in words
                 and not (own_day and weekday_of(w, self.rewrite))]
         specific = self.specific(keep)
-        return [w for w in specific if self.df[_stem(w)]] or specific or [w for w in keep if w not in STOPWORDS]
+        held = [w for w in specific if self.df[_stem(w)]]
+        if not held:
+            return specific or [w for w in keep if w not in STOPWORDS]
+        at = {i for i, w in enumerate(base) if w in held}
+        return [w for i, w in enumerate(base) if w in keep and (i in at or (
+            (i - 1 in at or i + 1 in at) and w not in STOPWORDS and self.df[_stem(w)] and not w.isdigit()))]
 
     def merge(self, tail: list[str], base: list[str]) -> list[str]:
         """A follow-up's ``tail`` merged with the earlier query ``base``: `rag.voice.rewrite.merge_follow_up` (a weekday
