@@ -275,10 +275,18 @@ def _run(p: dict, args) -> int:
     return 0
 
 
+EXPLAIN_CHARS = 200  # a longer query is cut in --explain's echo (what was searched is in --json in full)
+
+
+def _clip(text: str, limit: int = EXPLAIN_CHARS) -> str:
+    """``text``, or its first ``limit`` characters and how long it was ("… (5,012 characters)")."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def _explain(row: dict) -> None:
     verdict = ("refuse" if row["status"] == "refused" and row["reason"] == "below_tau" else
                "answer" if row["gate_score"] >= row["tau"] else "answer (the top passage holds the number it quotes)")
-    print(f"  query: {row['query']}\n  retrieved: " + ", ".join(f"{d} {s:.3f}" for d, s in row["retrieved"])
+    print(f"  query: {_clip(row['query'])}\n  retrieved: " + ", ".join(f"{d} {s:.3f}" for d, s in row["retrieved"])
           + f"\n  gate: {row['gate_score']:.3f} vs tau {row['tau']:.3f} -> {verdict}"
           + f"\n  source: {row['source']}; reason: {row['reason']}"
           + (f"; llm error: {row['llm_error']}" if row["llm_error"] else ""))

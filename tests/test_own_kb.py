@@ -104,6 +104,18 @@ def test_ask_text_output(museum, capsys):
                    "status: refused (below_tau)\n")
 
 
+def test_explain_cuts_a_long_query_and_json_keeps_it(museum, capsys):
+    kb, _, cache = museum
+    question = "how much does parking cost " + "please " * 700  # 4,927 characters
+    base = ["ask", question, "--kb", str(kb), "--llm-url", DOWN, "--cache-dir", str(cache)]
+    code, out, _ = cli([*base, "--explain"], capsys)
+    line = next(x for x in out.splitlines() if x.startswith("  query: "))
+    assert code == 0 and line.startswith("  query: how much does parking cost please")
+    assert line.endswith("… (4,926 characters)") and len(line) == len("  query: ") + 200 + len("… (4,926 characters)")
+    full = json.loads(cli([*base, "--json"], capsys)[1])["query"]
+    assert len(full) == 4926 and full.startswith("how much does parking cost please please")
+
+
 @pytest.mark.parametrize("change, message", [
     ({"abstain": {"signal": "top1"}}, "the gate was fitted for signal 'combined', the params ask for 'top1'"),
     ({"retrieval": {"rrf_k": 30}}, "the gate was fitted with other retrieval settings: rrf_k 10 there, 30 here"),
