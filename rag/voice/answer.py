@@ -5,6 +5,7 @@ retrieved document, read verbatim), ``refused`` (the refusal sentence; gated or 
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Mapping, NamedTuple, Sequence
@@ -137,6 +138,22 @@ def quoted(query: str, texts: Sequence[str]) -> list[bool]:
     return [bool(asked and asked & identifiers(t)) for t in texts]
 
 
+# A sentence opening with a pronoun that points back names no subject when read alone ("It takes about 90 minutes.").
+POINTS_BACK = re.compile(r"(?:It|Its|They|Their|Them|This|That|These|Those|He|His|She|Her)\b")
+
+
+def with_antecedent(sentence: str, doc: str, sentences: SentenceIndex) -> str:
+    """What to say for ``sentence`` of ``doc``: the sentence itself, or, when it opens with a pronoun that points
+    back (`POINTS_BACK`: "It takes about 90 minutes.") and is one of the document's sentences with one before it,
+    that sentence and it ("A basic tune-up costs $60. It takes about 90 minutes."): both the document's own words,
+    verbatim. Any other text (a free LLM answer) is returned as it is."""
+    if POINTS_BACK.match(sentence):
+        before = sentences.contexts([(sentence, doc)])[0]
+        if before:
+            return f"{before} {sentence}"
+    return sentence
+
+
 class Extract(NamedTuple):
     """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1]) and, when a
     scorer picked it, its answer score (`rag.voice.selection.AnswerScorer`, [0, 1]; else None)."""
@@ -213,7 +230,8 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     ``settings.min_sentence_cosine`` (with or without a scorer; not when it names a phone number or code the query
     quotes, `quoted`) or its score is below ``scorer.min_score``
     (``no_sentence_answers``: the scorer's part of the gate).
-    ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's).
+    ``reason`` records why (the LLM error code or the verifier's reason, then the fallback's). A KB sentence that
+    opens with a pronoun pointing back is said with the sentence before it (`with_antecedent`).
     """
     if row["gated"]:
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
@@ -251,7 +269,12 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
                                                     else judged(fallback.sentence, fallback.doc)):
                 ok, reason = False, "weaker_than_extractive"
         if ok:
-            return {"id": row["id"], "say": row["answer"], "source": row["source"], "status": "llm",
+            say = row["answer"]
+            if POINTS_BACK.match(say):  # a chosen KB sentence that names no subject alone
+                if sentences is None:
+                    sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
+                say = with_antecedent(say, row["source"], sentences)
+            return {"id": row["id"], "say": say, "source": row["source"], "status": "llm",
                     "reason": "verified"}
     fallback = pick()
     if fallback is None:
@@ -262,7 +285,8 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     elif scorer is not None and fallback.score < scorer.min_score:
         why = "no_sentence_answers"
     else:
-        return {"id": row["id"], "say": fallback.sentence, "source": fallback.doc, "status": "extractive",
+        return {"id": row["id"], "say": with_antecedent(fallback.sentence, fallback.doc, sentences),
+                "source": fallback.doc, "status": "extractive",
                 "reason": reason}
     return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
             "reason": f"{reason}; {why}"}
