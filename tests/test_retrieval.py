@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rag import config
-from rag.retrieval.indexes import BM25Index, promote_exact_hit, rrf_fuse
+from rag.retrieval.indexes import BM25Index, promote_exact_hit, promote_quoted, rrf_fuse
 from rag.retrieval.search import HybridConfig, PassageIndex
 from rag.retrieval.chunk import Passage
 
@@ -116,6 +116,17 @@ def test_promote_exact_hit_keeps_plain_rrf_order_otherwise():
     # the unique number is in another passage than the lexical top
     assert promote_exact_hit(FUSED, [[(3, 2.0)], [(3, 2.0)]], ["0177"], POSTINGS) == FUSED
     assert promote_exact_hit([], [bm25], ["0177"], POSTINGS) == []
+
+
+def test_promote_quoted_puts_the_one_passage_naming_the_number_first():
+    named_by = {"5550177": [0], "5550148": [1, 2]}
+    ranked = [(3, 0.5), (1, 0.4), (0, 0.2)]
+    assert promote_quoted(ranked, {"5550177"}, named_by) == [(0, 0.5), (3, 0.5), (1, 0.4)]
+    assert promote_quoted([(3, 0.5)], {"5550177"}, named_by) == [(0, 0.5), (3, 0.5)]  # not ranked at all: inserted
+    assert promote_quoted(ranked, {"5550148"}, named_by) == ranked  # two passages name it: the ranking decides
+    assert promote_quoted(ranked, {"5550177", "5550148"}, named_by) == ranked
+    assert promote_quoted(ranked, {"5550199"}, named_by) == ranked  # no passage names it
+    assert promote_quoted([], {"5550177"}, named_by) == []
 
 
 def test_a_unique_number_stays_first_after_fusion_on_a_tiny_index():

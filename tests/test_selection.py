@@ -270,6 +270,7 @@ def test_cross_scorer_reads_question_and_sentence_together():
     ("what is five five five oh one six two", "You can request a refill through the patient portal or by calling "
                                               "the refill line at 555-0162."),
     ("who do I call at 555-0177", "Call the billing office at 555-0177 with billing questions."),  # not 555-0190
+    ("what is 5550177", "Call the billing office at 555-0177 with billing questions."),  # no separators
     ("what is 555-0199", None),  # a number the KB does not hold: no other number said
 ])
 def test_clinic_questions_from_the_issue(params, question, said, tmp_path):

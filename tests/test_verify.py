@@ -144,7 +144,7 @@ def test_bad_verify_rules_are_named(bad, message):
     ("who opened the building on october 9 2004", set()),                 # a date
 ])
 def test_identifiers(text, ids):
-    from rag.voice.verify import identifiers
+    from rag.retrieval.indexes import identifiers
 
     assert identifiers(text) == ids
 
@@ -162,7 +162,7 @@ def test_a_quoted_number_is_no_slot():
 
 
 def test_identifiers_are_ascii_digits():
-    from rag.voice.verify import identifiers
+    from rag.retrieval.indexes import identifiers
 
     assert identifiers("\u0665\u0665\u0665-\u0660\u0661\u0667\u0667") == set()  # Arabic-Indic: no identifier
     assert identifiers("1-555-0177") == {"5550177"}

@@ -202,6 +202,40 @@ def rrf_fuse(rankings: Sequence[Ranking], k: int = 60, weights: Sequence[float] 
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
+# A phone number or code: 3-digit groups joined by a space, hyphen, slash or brackets to a last group of 3 or more
+# digits ("555-0177", "(555) 0177", "800-555-0199", and "555 0177" as the rewrite writes a spoken one), or one run of
+# 5 or more digits ("90210"). Not a year range ("2001-2006"), a list ("41 43 47"), a date ("9 2004") or a price
+# ("$1,200.50", "$120").
+# ASCII digits only: the rewrite has already folded full-width ones (NFKC); other scripts' digits are no identifier.
+_IDENTIFIER = re.compile(r"(?<![0-9])(?:(?:[0-9]{3}[ \-/()]{1,2})+[0-9]{3,}|[0-9]{5,})(?![0-9])")
+
+
+def identifiers(text: str) -> set[str]:
+    """The phone numbers and codes a text names (`_IDENTIFIER`), as digit strings: "Call 555-0177." and the
+    rewritten "what is 555 0177" both give ``{"5550177"}``; "$120", "1990", "7:30", "2001-2006" none.
+    A question quoting one is about the passage (`promote_quoted`) and the sentence (`rag.voice.answer.quoted`)
+    naming it."""
+    return {re.sub(r"[^0-9]", "", m.group()) for m in _IDENTIFIER.finditer(text)}
+
+
+def promote_quoted(ranking: Ranking, quoted: Collection[str], named_by: Mapping[str, Collection[int]]) -> Ranking:
+    """A passage that alone names a phone number or code the query quotes goes first.
+
+    ``quoted``: the query's `identifiers`; ``named_by``: each identifier -> the passages naming it. When exactly one
+    passage names any of them it takes first place with the first score (inserted if the ranking lacked it: written
+    without separators, "5550177" shares no BM25 token with "555-0177"); everything else keeps its order.
+    Otherwise ``ranking`` is returned unchanged (no such passage, or several: the ranking decides among them; an
+    empty ranking, BM25 finding no word of the query, has no first score to take and stays empty).
+    """
+    hits = {i for q in quoted for i in named_by.get(q, ())}
+    if len(hits) != 1 or not ranking:
+        return ranking
+    top = hits.pop()
+    if ranking[0][0] == top:
+        return ranking
+    return [(top, ranking[0][1])] + [(i, s) for i, s in ranking if i != top]
+
+
 def promote_exact_hit(fused: Ranking, lexical: Sequence[Ranking], query_tokens: Iterable[str],
                       postings: Mapping[str, Collection[int]]) -> Ranking:
     """Exact-match override ("lexical hit promotion"): keep a unique exact hit first after fusion.

@@ -15,7 +15,8 @@ import snowballstemmer
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
-from rag.retrieval.indexes import BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, promote_exact_hit, rrf_fuse, word_tokens
+from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, identifiers, promote_exact_hit,
+                                   promote_quoted, rrf_fuse, word_tokens)
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
@@ -84,6 +85,7 @@ class PassageIndex:
                           else DenseIndex(self.vectors))
         self._bm25: BM25Index | None = None
         self._phonetic: BM25Index | None = None
+        self._named_by: dict[str, list[int]] | None = None
 
     @classmethod
     def from_folder(cls, folder: str | Path, config: HybridConfig = HybridConfig(),
@@ -118,6 +120,17 @@ class PassageIndex:
                                        engine=c.bm25_engine)
         return self._phonetic
 
+    @property
+    def named_by(self) -> dict[str, list[int]]:
+        """Each phone number or code the passages name (`rag.retrieval.indexes.identifiers`, digits only) -> the
+        passages naming it, in order; built on first use."""
+        if self._named_by is None:
+            self._named_by = {}
+            for i, p in enumerate(self.passages):
+                for ident in sorted(identifiers(p.text)):
+                    self._named_by.setdefault(ident, []).append(i)
+        return self._named_by
+
     def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
         """Passages by cosine with the (384,) unit query vector, best first (``hnsw``: at most ef_search)."""
         return self.dense.top_k(query_vector, depth)
@@ -150,7 +163,9 @@ class PassageIndex:
     def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None) -> Ranking:
         """The full ranking of one mode (hybrid: RRF over each list's top ``depth``; hybrid_phonetic: the
         same plus the phonetic list's top ``depth`` at ``phonetic_weight``; in both, a passage every lexical
-        list ranks first for a unique exact number of the query stays first, `rag.retrieval.indexes.promote_exact_hit`)."""
+        list ranks first for a unique exact number of the query stays first, `rag.retrieval.indexes.promote_exact_hit`).
+        In every mode, the one passage naming a phone number or code the query quotes goes first
+        (`rag.retrieval.indexes.promote_quoted`: "what is 5550177" finds the passage saying "555-0177")."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
         query = normalise_text(query)  # as the passages were (rag.retrieval.chunk): "ｆｌｕ ｓｈｏｔ" finds "flu shot"
@@ -159,17 +174,20 @@ class PassageIndex:
 
             query_vector = get_embedder().embed_one(query)
         if mode == "dense":
-            return self.dense_ranking(query_vector)
-        if mode == "bm25":
-            return self.bm25_ranking(query)
-        c = self.config
-        lists = [self.dense_ranking(query_vector, c.depth), self.bm25_ranking(query, c.depth)]
-        weights = list(c.weights)
-        if mode == "hybrid_phonetic":
-            lists.append(self.phonetic_ranking(query, c.depth))
-            weights.append(c.phonetic_weight)
-        fused = rrf_fuse(lists, k=c.rrf_k, weights=weights)
-        return promote_exact_hit(fused, lists[1:], self.tokenize(query), self.bm25.postings)
+            ranked = self.dense_ranking(query_vector)
+        elif mode == "bm25":
+            ranked = self.bm25_ranking(query)
+        else:
+            c = self.config
+            lists = [self.dense_ranking(query_vector, c.depth), self.bm25_ranking(query, c.depth)]
+            weights = list(c.weights)
+            if mode == "hybrid_phonetic":
+                lists.append(self.phonetic_ranking(query, c.depth))
+                weights.append(c.phonetic_weight)
+            ranked = promote_exact_hit(rrf_fuse(lists, k=c.rrf_k, weights=weights), lists[1:], self.tokenize(query),
+                                       self.bm25.postings)
+        quoted = identifiers(query)
+        return promote_quoted(ranked, quoted, self.named_by) if quoted else ranked
 
 
 def doc_ranking(passages: Sequence[Passage], ranking: Ranking) -> list[tuple[str, float]]:

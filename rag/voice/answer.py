@@ -17,7 +17,8 @@ from rag.retrieval.chunk import Passage
 from rag.retrieval.search import MODES, STEMMERS, HybridConfig, PassageIndex
 from rag.voice.selection import AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
-from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type, identifiers,
+from rag.retrieval.indexes import identifiers
+from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type,
                              slots_conflict, split_sentences, verify)
 
 STATUSES = ("llm", "extractive", "refused")
@@ -114,7 +115,7 @@ def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vect
                   rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
                   hybrid: HybridConfig = HybridConfig()) -> int:
     """Index of the sentence to read out: those naming a phone number or code the query quotes
-    (`rag.voice.verify.identifiers`) first, then those holding the asked-for answer type (a duration for
+    (`rag.retrieval.indexes.identifiers`) first, then those holding the asked-for answer type (a duration for
     "how long", `rag.voice.verify.asked_types`), then the best rank when the sentences are searched
     like passages (``mode`` and ``hybrid``, the retrieval settings: in ``hybrid_phonetic`` BM25 and the
     sound-alike list vote, not cosine alone); ties by position.
@@ -133,7 +134,7 @@ def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vect
 
 
 def quoted(query: str, texts: Sequence[str]) -> list[bool]:
-    """For each text, whether it names a phone number or code that ``query`` quotes (`rag.voice.verify.identifiers`)."""
+    """For each text, whether it names a phone number or code that ``query`` quotes (`rag.retrieval.indexes.identifiers`)."""
     asked = identifiers(query)
     return [bool(asked and asked & identifiers(t)) for t in texts]
 

@@ -198,21 +198,6 @@ def _expand(values: set[str], rules: VerifyRules) -> set[str]:
     return out
 
 
-# A phone number or code: 3-digit groups joined by a space, hyphen, slash or brackets to a last group of 3 or more
-# digits ("555-0177", "(555) 0177", "800-555-0199", and "555 0177" as the rewrite writes a spoken one), or one run of
-# 5 or more digits ("90210"). Not a year range ("2001-2006"), a list ("41 43 47"), a date ("9 2004") or a price
-# ("$1,200.50", "$120").
-# ASCII digits only: the rewrite has already folded full-width ones (NFKC); other scripts' digits are no identifier.
-_IDENTIFIER = re.compile(r"(?<![0-9])(?:(?:[0-9]{3}[ \-/()]{1,2})+[0-9]{3,}|[0-9]{5,})(?![0-9])")
-
-
-def identifiers(text: str) -> set[str]:
-    """The phone numbers and codes a text names (`_IDENTIFIER`), as digit strings: "Call 555-0177." and the
-    rewritten "what is 555 0177" both give ``{"5550177"}``; "$120", "1990", "7:30", "2001-2006" none.
-    A question quoting one is about the sentence naming it (`rag.voice.answer.quoted`)."""
-    return {re.sub(r"[^0-9]", "", m.group()) for m in _IDENTIFIER.finditer(text)}
-
-
 def slots_conflict(query: str, sentence: str, rules: VerifyRules = DEFAULT_VERIFY) -> str | None:
     """Name of the first slot where the sentence names values and none agree with the query's."""
     q, s = slot_values(query, rules), slot_values(sentence, rules)
