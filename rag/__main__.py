@@ -473,7 +473,7 @@ def _chat(p: dict, args) -> int:
                     print(f"caller: {question}")
                 print(f"agent: {final['say']}  [{final['status']}: {final['source']}]", flush=True)
                 if args.explain:
-                    print(f"  resolved as {res.kind}: {res.query!r}; reason {final['reason']}"
+                    print(f"  resolved as {res.kind}: {_clip(res.query)!r}; reason {final['reason']}"
                           + (f"; gate {row['score']:.3f} vs tau {gate.tau:.3f}; retrieved {', '.join(row['retrieved'])}"
                              if row else "")
                           + (f"; the LLM saw {row['memory']} earlier turn(s) as [memory n]" if row and row.get("memory")

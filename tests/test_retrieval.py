@@ -126,7 +126,8 @@ def test_promote_quoted_puts_the_one_passage_naming_the_number_first():
     assert promote_quoted(ranked, {"5550148"}, named_by) == ranked  # two passages name it: the ranking decides
     assert promote_quoted(ranked, {"5550177", "5550148"}, named_by) == ranked
     assert promote_quoted(ranked, {"5550199"}, named_by) == ranked  # no passage names it
-    assert promote_quoted([], {"5550177"}, named_by) == []
+    assert promote_quoted([], {"5550177"}, named_by) == [(0, 0.0)]  # BM25 found no word: the passage, score 0
+    assert promote_quoted(ranked, {"15555550177"}, named_by)[0][0] == 0  # the country code written in the question
 
 
 def test_a_unique_number_stays_first_after_fusion_on_a_tiny_index():

@@ -142,6 +142,9 @@ def test_bad_verify_rules_are_named(bad, message):
     ("how did the 2001 report compare to reality for 2001-2006", set()),   # HeySQuAD: a year range
     ("the primes 41 43 47 and 53", set()),                               # a list, commas dropped by the rewrite
     ("who opened the building on october 9 2004", set()),                 # a date
+    # written with a dot, a Unicode dash or spaced separators (found by a bad-input pass: all were refused)
+    ("Call 555.0199, 555\u20130155 or 555 - 0148.", {"5550199", "5550155", "5550148"}),
+    ("It takes 2.5 hours; version 1.2.3.", set()),
 ])
 def test_identifiers(text, ids):
     from rag.retrieval.indexes import identifiers
@@ -166,3 +169,11 @@ def test_identifiers_are_ascii_digits():
 
     assert identifiers("\u0665\u0665\u0665-\u0660\u0661\u0667\u0667") == set()  # Arabic-Indic: no identifier
     assert identifiers("1-555-0177") == {"5550177"}
+
+
+def test_same_number_allows_a_code_written_once():
+    from rag.retrieval.indexes import same_number
+
+    assert same_number("18005550123", "8005550123") and same_number("5550177", "15555550177")
+    assert same_number("90210", "90210") and not same_number("1770", "55501770")  # under 7 digits: equal only
+    assert not same_number("5550177", "5550178")

@@ -202,12 +202,13 @@ def rrf_fuse(rankings: Sequence[Ranking], k: int = 60, weights: Sequence[float] 
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
-# A phone number or code: 3-digit groups joined by a space, hyphen, slash or brackets to a last group of 3 or more
+# A phone number or code: 3-digit groups joined by up to three of space, hyphen (or a Unicode dash), slash, dot or
+# brackets to a last group of 3 or more
 # digits ("555-0177", "(555) 0177", "800-555-0199", and "555 0177" as the rewrite writes a spoken one), or one run of
 # 5 or more digits ("90210"). Not a year range ("2001-2006"), a list ("41 43 47"), a date ("9 2004") or a price
 # ("$1,200.50", "$120").
 # ASCII digits only: the rewrite has already folded full-width ones (NFKC); other scripts' digits are no identifier.
-_IDENTIFIER = re.compile(r"(?<![0-9])(?:(?:[0-9]{3}[ \-/()]{1,2})+[0-9]{3,}|[0-9]{5,})(?![0-9])")
+_IDENTIFIER = re.compile(r"(?<![0-9])(?:(?:[0-9]{3}[ \-/().\u2010-\u2015\u2212]{1,3})+[0-9]{3,}|[0-9]{5,})(?![0-9])")
 
 
 def identifiers(text: str) -> set[str]:
@@ -218,22 +219,30 @@ def identifiers(text: str) -> set[str]:
     return {re.sub(r"[^0-9]", "", m.group()) for m in _IDENTIFIER.finditer(text)}
 
 
+def same_number(a: str, b: str) -> bool:
+    """Whether two `identifiers` (digit strings) are one number: equal, or the longer ends with the shorter and the
+    shorter has at least 7 digits (a country or area code written once and not the other time: "18005550123" and
+    "8005550123", "15555550177" and "5550177"; "1770" and "55501770" are not)."""
+    short, long = sorted((a, b), key=len)
+    return a == b or (len(short) >= 7 and long.endswith(short))
+
+
 def promote_quoted(ranking: Ranking, quoted: Collection[str], named_by: Mapping[str, Collection[int]]) -> Ranking:
     """A passage that alone names a phone number or code the query quotes goes first.
 
     ``quoted``: the query's `identifiers`; ``named_by``: each identifier -> the passages naming it. When exactly one
-    passage names any of them it takes first place with the first score (inserted if the ranking lacked it: written
-    without separators, "5550177" shares no BM25 token with "555-0177"); everything else keeps its order.
-    Otherwise ``ranking`` is returned unchanged (no such passage, or several: the ranking decides among them; an
-    empty ranking, BM25 finding no word of the query, has no first score to take and stays empty).
+    passage names any of them (`same_number`) it takes first place with the first score (inserted if the ranking
+    lacked it: written without separators, "5550177" shares no BM25 token with "555-0177"; score 0.0 in an empty
+    ranking); everything else keeps its order. Otherwise ``ranking`` is returned unchanged (no such passage, or
+    several: the ranking decides among them).
     """
-    hits = {i for q in quoted for i in named_by.get(q, ())}
-    if len(hits) != 1 or not ranking:
+    hits = {i for q in quoted for ident, passages in named_by.items() if same_number(q, ident) for i in passages}
+    if len(hits) != 1:
         return ranking
     top = hits.pop()
-    if ranking[0][0] == top:
+    if ranking and ranking[0][0] == top:
         return ranking
-    return [(top, ranking[0][1])] + [(i, s) for i, s in ranking if i != top]
+    return [(top, ranking[0][1] if ranking else 0.0)] + [(i, s) for i, s in ranking if i != top]
 
 
 def promote_exact_hit(fused: Ranking, lexical: Sequence[Ranking], query_tokens: Iterable[str],

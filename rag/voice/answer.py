@@ -17,7 +17,7 @@ from rag.retrieval.chunk import Passage
 from rag.retrieval.search import MODES, STEMMERS, HybridConfig, PassageIndex
 from rag.voice.selection import AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
-from rag.retrieval.indexes import identifiers
+from rag.retrieval.indexes import identifiers, same_number
 from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type,
                              slots_conflict, split_sentences, verify)
 
@@ -136,28 +136,33 @@ def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vect
 def quoted(query: str, texts: Sequence[str]) -> list[bool]:
     """For each text, whether it names a phone number or code that ``query`` quotes (`rag.retrieval.indexes.identifiers`)."""
     asked = identifiers(query)
-    return [bool(asked and asked & identifiers(t)) for t in texts]
+    return [bool(asked) and any(same_number(a, b) for a in asked for b in identifiers(t)) for t in texts]
 
 
 # A sentence opening with a pronoun that points back names no subject when read alone ("It takes about 90 minutes.").
 POINTS_BACK = re.compile(r"(?:It|Its|They|Their|Them|This|That|These|Those|He|His|She|Her)\b")
 
 
-def with_antecedent(sentence: str, doc: str, sentences: SentenceIndex) -> str:
-    """What to say for ``sentence`` of ``doc``: the sentence itself, or, when it opens with a pronoun that points
-    back (`POINTS_BACK`: "It takes about 90 minutes.") and is one of the document's sentences with one before it,
-    that sentence and it ("A basic tune-up costs $60. It takes about 90 minutes."): both the document's own words,
-    verbatim. Any other text (a free LLM answer) is returned as it is."""
-    if POINTS_BACK.match(sentence):
-        before = sentences.contexts([(sentence, doc)])[0]
-        if before:
-            return f"{before} {sentence}"
-    return sentence
+def with_antecedent(sentence: str, doc: str, sentences: SentenceIndex, most: int = 3) -> list[str]:
+    """The sentences to say for ``sentence`` of ``doc``, in document order: the sentence itself, preceded, while the
+    first of them opens with a pronoun that points back (`POINTS_BACK`: "It takes about 90 minutes."), by the
+    sentence before it in the document, up to ``most`` sentences ("A basic tune-up costs $60. It takes about 90
+    minutes."): all the document's own words, verbatim. A sentence that is not one of the document's (a free LLM
+    answer) or that opens the document stays alone. Limits: `rag.voice.verify.split_sentences` drops headings, so
+    the sentence before may end another section; a sentence repeated in a document takes its first copy's."""
+    said = [sentence]
+    while len(said) < most and POINTS_BACK.match(said[0]):
+        before = sentences.contexts([(said[0], doc)])[0]
+        if not before:
+            break
+        said.insert(0, before)
+    return said
 
 
 class Extract(NamedTuple):
-    """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1]) and, when a
-    scorer picked it, its answer score (`rag.voice.selection.AnswerScorer`, [0, 1]; else None)."""
+    """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1]; a sentence said with
+    the ones before it, `with_antecedent`, takes the best of their cosines) and, when a scorer picked it, its answer
+    score (`rag.voice.selection.AnswerScorer`, [0, 1]; else None)."""
 
     sentence: str
     doc: str
@@ -187,7 +192,11 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: S
         named = quoted(query, [s for s, _, _ in cands])
         best = min(range(len(cands)), key=lambda i: (-named[i], -typed[i], -scores[i], i))
         score = round(float(scores[best]), 6)
-    return Extract(cands[best][0], cands[best][1], round(float(vectors[best] @ vector), 6), score)
+    sentence, doc = cands[best][0], cands[best][1]
+    said = set(with_antecedent(sentence, doc, sentences))
+    cosine = max(float(v @ vector) for s, v in sentences.of(doc) if s in said) if len(said) > 1 else \
+        float(vectors[best] @ vector)
+    return Extract(sentence, doc, round(cosine, 6), score)
 
 
 def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs: Sequence[str],
@@ -274,7 +283,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
             if POINTS_BACK.match(say):  # a chosen KB sentence that names no subject alone
                 if sentences is None:
                     sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
-                say = with_antecedent(say, row["source"], sentences)
+                say = " ".join(with_antecedent(say, row["source"], sentences))
             return {"id": row["id"], "say": say, "source": row["source"], "status": "llm",
                     "reason": "verified"}
     fallback = pick()
@@ -286,7 +295,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     elif scorer is not None and fallback.score < scorer.min_score:
         why = "no_sentence_answers"
     else:
-        return {"id": row["id"], "say": with_antecedent(fallback.sentence, fallback.doc, sentences),
+        return {"id": row["id"], "say": " ".join(with_antecedent(fallback.sentence, fallback.doc, sentences)),
                 "source": fallback.doc, "status": "extractive",
                 "reason": reason}
     return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
