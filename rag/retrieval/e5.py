@@ -19,6 +19,7 @@ import importlib.util
 import re
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -250,3 +251,37 @@ class E5Embedder:
                 weights[i] += weight
         vectors = sums / weights[:, None]
         return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+BASE_MODEL = Path(__file__).resolve().parents[2] / "models" / "e5-small.onnx"  # params ko_finetune.base_model
+
+
+class E5Cosines:
+    """Cosine of a question (``"query: "``) and sentences (``"passage: "``) under an e5 encoder: how well each
+    sentence answers the question, as e5 was trained on (question, answer passage) pairs. Sentence vectors are
+    cached per text (a KB's sentences are embedded once per process), questions for the last ``QUESTIONS`` asked."""
+
+    QUESTIONS = 256
+
+    def __init__(self, onnx_path: str | Path = BASE_MODEL, threads: int = 2):
+        self.embedder = E5Embedder(onnx_path, threads=threads)
+        self._sentences: dict[str, np.ndarray] = {}
+        self._questions: dict[str, np.ndarray] = {}
+
+    def cosines(self, question: str, sentences: Sequence[str]) -> np.ndarray:
+        """(len(sentences),) float64 cosines in [-1, 1]."""
+        new = [s for s in dict.fromkeys(sentences) if s not in self._sentences]
+        if new:
+            self._sentences.update(zip(new, self.embedder.embed_passages(new)))
+        if question not in self._questions:
+            if len(self._questions) >= self.QUESTIONS:
+                self._questions.pop(next(iter(self._questions)))
+            self._questions[question] = self.embedder.embed_queries([question])[0]
+        q = self._questions[question]
+        return np.array([float(self._sentences[s] @ q) for s in sentences], dtype=np.float64)
+
+
+@lru_cache(maxsize=1)
+def base_cosines() -> E5Cosines:
+    """The process-wide `E5Cosines` of the packaged e5-small weights (``BASE_MODEL``, committed)."""
+    return E5Cosines(BASE_MODEL)
