@@ -105,7 +105,8 @@ def answer_judge(p: dict):
 
 
 def main(fn) -> None:
-    """Run a stage; an input error prints one line naming the file/line and exits 1."""
+    """Run a stage; an input error, or a file that cannot be read or written (a wrong path in params.yaml), prints
+    one line naming the file (and line) and exits 1."""
     import signal
 
     from rag.voice.gate import ThresholdError
@@ -116,4 +117,9 @@ def main(fn) -> None:
         fn()
     except (InputError, ThresholdError) as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:
+        if e.filename is None:  # not about a file (a socket, the system): the traceback is the useful part
+            raise
+        print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         sys.exit(1)

@@ -1,0 +1,49 @@
+"""stages/common.main: how a stage reports a bad input (one line naming the file, exit 1) and what it leaves alone."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stages"))
+import common  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _keep_sigterm():
+    """common.main installs a SIGTERM handler; the test process gets its own back."""
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def test_a_missing_file_is_one_line_naming_it(capsys):
+    def stage():
+        open("/nonexistent/models/e5-small.onnx", "rb")
+
+    with pytest.raises(SystemExit) as e:
+        common.main(stage)
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert err == "error: /nonexistent/models/e5-small.onnx: No such file or directory\n"
+
+
+def test_an_input_error_is_its_message(capsys):
+    from rag.io import InputError
+
+    def stage():
+        raise InputError("params.yaml: select.design: unknown design 'best'")
+
+    with pytest.raises(SystemExit) as e:
+        common.main(stage)
+    assert e.value.code == 1
+    assert capsys.readouterr().err == "error: params.yaml: select.design: unknown design 'best'\n"
+
+
+def test_an_os_error_about_no_file_keeps_its_traceback():
+    def stage():
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with pytest.raises(ConnectionRefusedError):
+        common.main(stage)
