@@ -161,13 +161,14 @@ def with_antecedent(sentence: str, doc: str, sentences: SentenceIndex, most: int
 
 class Extract(NamedTuple):
     """An extractive pick: the sentence, its document, its cosine with the query (MiniLM, [-1, 1]; a sentence said with
-    the ones before it, `with_antecedent`, takes the best of their cosines) and, when a scorer picked it, its answer
-    score (`rag.voice.selection.AnswerScorer`, [0, 1]; else None)."""
+    the ones before it, `with_antecedent`, takes the best of their cosines), when a scorer picked it its answer
+    score (`rag.voice.selection.AnswerScorer`, [0, 1]; else None), and what is said for it (`with_antecedent`)."""
 
     sentence: str
     doc: str
     cosine: float
     score: float | None = None
+    said: tuple[str, ...] = ()
 
 
 def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: SentenceIndex,
@@ -193,10 +194,10 @@ def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: S
         best = min(range(len(cands)), key=lambda i: (-named[i], -typed[i], -scores[i], i))
         score = round(float(scores[best]), 6)
     sentence, doc = cands[best][0], cands[best][1]
-    said = set(with_antecedent(sentence, doc, sentences))
-    cosine = max(float(v @ vector) for s, v in sentences.of(doc) if s in said) if len(said) > 1 else \
+    say = tuple(with_antecedent(sentence, doc, sentences))
+    cosine = max(float(v @ vector) for s, v in sentences.of(doc) if s in say) if len(say) > 1 else \
         float(vectors[best] @ vector)
-    return Extract(sentence, doc, round(cosine, 6), score)
+    return Extract(sentence, doc, round(cosine, 6), score, say)
 
 
 def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs: Sequence[str],
@@ -295,7 +296,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     elif scorer is not None and fallback.score < scorer.min_score:
         why = "no_sentence_answers"
     else:
-        return {"id": row["id"], "say": " ".join(with_antecedent(fallback.sentence, fallback.doc, sentences)),
+        return {"id": row["id"], "say": " ".join(fallback.said),
                 "source": fallback.doc, "status": "extractive",
                 "reason": reason}
     return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
