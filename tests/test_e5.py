@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.retrieval.e5 import (BASE_MODEL, MAGIC, PASSAGE, QUERY, E5Cosines, E5Embedder, E5Tokenizer, dequantize_q4,
-                              read_e5, windows)
+from rag.retrieval.e5 import (BASE_MODEL, MAGIC, PASSAGE, QUERY, E5Cosines, E5Embedder, E5Side, E5Tokenizer,
+                              dequantize_q4, read_e5, windows)
 from rag.train.e5 import no_duplicate_batches
 from rag.train.pairs import split_pairs
 
@@ -95,6 +95,16 @@ def test_queries_and_passages_get_their_own_prefix(embedder):
     text = "세종대왕은 훈민정음을 창제하였다."
     as_query, as_passage = embedder.embed_queries([text])[0], embedder.embed_passages([text])[0]
     assert as_query @ as_passage < 0.999
+
+
+def test_an_e5_side_embeds_as_its_role_behind_the_minilm_interface(embedder):
+    texts = ["How long is a tune-up?", "A basic tune-up takes about 90 minutes."]
+    queries, passages = E5Side(embedder, "query"), E5Side(embedder, "passage")
+    np.testing.assert_allclose(queries.embed(texts), embedder.embed_queries(texts), atol=1e-6)
+    np.testing.assert_allclose(passages.embed(texts), embedder.embed_passages(texts), atol=1e-6)
+    np.testing.assert_allclose(queries.embed_one(texts[0]), embedder.embed_queries(texts[:1])[0], atol=1e-6)
+    with pytest.raises(ValueError, match="'document'"):
+        E5Side(embedder, "document")
 
 
 class WindowStates:

@@ -253,6 +253,26 @@ class E5Embedder:
         return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
+class E5Side:
+    """One side of e5's asymmetric embedding behind `rag.retrieval.embed.MiniLMEmbedder`'s interface (``embed``,
+    ``embed_one``), for code that embeds through one such object: ``role`` "query" (prefix ``"query: "``) or
+    "passage" (``"passage: "``). Raises ValueError for another role."""
+
+    def __init__(self, embedder: E5Embedder, role: str):
+        if role not in ("query", "passage"):
+            raise ValueError(f"e5 role must be 'query' or 'passage', not {role!r}")
+        self.embedder, self.role = embedder, role
+
+    def embed(self, texts: Sequence[str], progress: str | None = None) -> np.ndarray:
+        """(n, 384) float32 unit rows (``progress`` is accepted for the interface and ignored)."""
+        texts = list(texts)
+        return self.embedder.embed_queries(texts) if self.role == "query" else self.embedder.embed_passages(texts)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """(384,) float32 unit vector."""
+        return self.embed([text])[0]
+
+
 BASE_MODEL = Path(__file__).resolve().parents[2] / "models" / "e5-small.onnx"  # params ko_finetune.base_model
 
 

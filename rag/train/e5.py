@@ -18,6 +18,8 @@ import numpy as np
 from rag.retrieval.e5 import PASSAGE, QUERY, E5File, E5Tokenizer
 
 MNRL_SCALE = 20.0   # sentence-transformers' MultipleNegativesRankingLoss default (cosine x 20)
+E5_SCALE = 100.0    # e5's own contrastive temperature, 0.01 (Wang et al. 2022, "Text Embeddings by Weakly-Supervised
+                    # Contrastive Pre-training"): its cosines live in a narrow band (~0.7-0.9), which x 20 flattens
 
 
 def bert_from_e5(e5: E5File):
@@ -91,9 +93,10 @@ def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int | str)
 
 def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, batch_size: int = 32,
                lr: float = 2e-5, warmup_ratio: float = 0.1, max_tokens: int = 128, threads: int = 2,
-               weight_decay: float = 0.01, log_every: int = 10):
+               weight_decay: float = 0.01, log_every: int = 10, scale: float = MNRL_SCALE):
     """Fine-tune e5-small on ``rows`` (``query`` and ``positive`` texts, unprefixed) with MultipleNegativesRankingLoss
-    (Henderson et al. 2017): each query against every passage of its batch, cross-entropy at cosine x 20.
+    (Henderson et al. 2017): each query against every passage of its batch, cross-entropy at cosine x ``scale``
+    (sentence-transformers' 20 by default; `E5_SCALE` is e5's own temperature).
     AdamW (``weight_decay`` on every trained parameter: PyTorch's AdamW default, where the MiniLM fine-tune's
     trainer used 0), linear warm-up over ``warmup_ratio`` of the steps then linear decay to 0 (as transformers'
     ``get_linear_schedule_with_warmup``); token embeddings frozen. Epoch 0 is shuffled by ``seed`` itself, later
@@ -119,7 +122,7 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
     for step, batch in enumerate(plan, 1):
         q = encode(model, tokenizer, [QUERY + rows[i]["query"] for i in batch], max_tokens)
         p = encode(model, tokenizer, [PASSAGE + rows[i]["positive"] for i in batch], max_tokens)
-        loss = torch.nn.functional.cross_entropy(q @ p.T * MNRL_SCALE, torch.arange(len(batch)))
+        loss = torch.nn.functional.cross_entropy(q @ p.T * scale, torch.arange(len(batch)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
