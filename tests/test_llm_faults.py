@@ -103,8 +103,9 @@ def test_extractive_prefers_answer_type_then_slot(setup):
 
     _, kb, _ = setup
     q = "how long does a refill take"
-    sentence, doc, cosine, _ = extractive(q, get_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
-    assert doc == "kb-refills" and "3 business days" in sentence and 0.5 < cosine <= 1.0
+    pick = extractive(q, get_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
+    assert pick.doc == "kb-refills" and "3 business days" in pick.sentence and 0.5 < pick.cosine <= 1.0
+    assert pick.said == (pick.sentence,)   # it names its subject: said alone
     q = "what time do you close on weekdays"
     sentence = extractive(q, get_embedder().embed_one(q), ["kb-hours"], SentenceIndex.build(kb)).sentence
     assert sentence == "On weekdays we are open from 8:30 a.m. to 6 p.m."
