@@ -204,3 +204,24 @@ def test_e5_prefers_the_sentence_that_answers_and_caches_what_it_embedded():
         assert c.shape == (3,) and c[1] > c[0] + 0.02 and c[0] == c[2]
     assert len(e5._sentences) == 6 and len(e5._questions) == 3
     assert e5.cosines("how long does a refill take", []).shape == (0,)
+
+
+@pytest.mark.train
+def test_training_at_e5s_own_temperature_keeps_its_geometry(e5):
+    """MNRL at cosine x 20 (sentence-transformers' default) spreads e5's narrow cone of vectors; at x 100 (e5's
+    temperature 0.01) the same steps move each question's vector less (README, Korean track)."""
+    from rag.train.e5 import E5_SCALE, MNRL_SCALE, bert_from_e5, embeddings_numpy, train_mnrl
+
+    topics = ["수도", "훈민정음", "한산도 대첩", "세종대왕", "임진왜란", "고려 건국", "조선 건국", "한글날",
+              "경복궁", "독립선언", "광복절", "한국전쟁", "서울 올림픽", "제주도", "백두산", "한강"]
+    rows = [{"query": f"{t}에 관한 질문 {i}번은 무엇인가?", "positive": f"{t}에 관한 설명 {i}번: {t}은 역사에 나온다."}
+            for i, t in enumerate(topics)]
+    tok = E5Tokenizer(e5)
+    questions = [QUERY + r["query"] for r in rows]
+    before = embeddings_numpy(bert_from_e5(e5), tok, questions, 64)
+    moved = {}
+    for scale in (MNRL_SCALE, E5_SCALE):
+        model = train_mnrl(e5, rows, seed=0, epochs=2, batch_size=8, lr=2e-5, warmup_ratio=0.0, max_tokens=64,
+                           threads=1, log_every=100, scale=scale)
+        moved[scale] = 1.0 - float((embeddings_numpy(model, tok, questions, 64) * before).sum(axis=1).mean())
+    assert moved[E5_SCALE] < 0.75 * moved[MNRL_SCALE]   # measured here: 0.0046 vs 0.0092
