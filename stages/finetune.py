@@ -14,17 +14,14 @@ training time; mean and std over the in-batch seeds) and train.md.
 """
 import hashlib
 import shutil
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from common import ROOT, main, params
-from rag.bench.compare import markdown_table
-from rag.io import read_jsonl, write_json, write_text
+from rag.io import write_json, write_text
+from rag.train.evaluate import mean_std, report_table
 
-FORMS = ("typed", "human", "machine")
-MODES = ("dense", "hybrid_phonetic")
 
 
 def bm25_negative(passages, p):
@@ -50,15 +47,14 @@ def run():
     from rag.retrieval.embed import MiniLMEmbedder
     from rag.train.finetune import export_onnx, quantize_weights, train_mnrl
     from rag import config
-    from rag.bench.heysquad import article_split
+    from rag.bench.heysquad import article_split, read_prepared
     from rag.train.evaluate import report_half
     from rag.train.pairs import training_pairs
 
     p = params()
     f = p["finetune"]
     data = ROOT / p["heysquad"]["data_dir"]
-    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text", "article"))
-    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", *FORMS))
+    passages, queries = read_prepared(data)
     split = article_split(passages, queries)
     variants = [("in_batch", s) for s in f["seeds"]] + [("hard_negative", s) for s in f["hard_negative_seeds"]]
     hc = config.hybrid_config(p)
@@ -99,32 +95,8 @@ def run():
     results["versions"] = {"torch": torch.__version__, "sentence_transformers": sentence_transformers.__version__}
     metrics_dir = ROOT / f["metrics_dir"]
     write_json(metrics_dir / "train.json", results)
-    write_text(metrics_dir / "train.md", table(results))
-
-
-def mean_std(models) -> dict:
-    """``{form: {mode: {"mrr@10": [mean, std], "recall@1": [mean, std]}}}`` over ``models`` (quantised)."""
-    out = {}
-    for form in FORMS:
-        for mode in MODES:
-            for m in ("mrr@10", "recall@1"):
-                v = [r["q"]["metrics"][form][mode][m] for r in models]
-                out.setdefault(form, {}).setdefault(mode, {})[m] = [round(statistics.mean(v), 4),
-                                                                    round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
-    return out
-
-
-def table(results) -> str:
-    rows = [["before (packaged)", "", *(results["before"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)]]
-    for r in results["models"]:
-        for name in ("fp32", "q"):
-            rows.append([f"{r['kind']} seed {r['seed']}", name, *(r[name]["metrics"][fm][md]["mrr@10"]
-                                                                   for fm in FORMS for md in MODES)])
-    ms = results["in_batch_mean_std"]
-    rows.append(["in_batch mean ± std", "q", *(f"{ms[fm][md]['mrr@10'][0]:.3f} ± {ms[fm][md]['mrr@10'][1]:.3f}"
-                                                for fm in FORMS for md in MODES)])
-    return ("HeySQuAD report half (odd articles, 474 questions, against all 311 paragraphs): MRR@10, raw transcripts.\n\n"
-            + markdown_table(["model", "weights", *(f"{fm} {md}" for fm in FORMS for md in MODES)], rows))
+    write_text(metrics_dir / "train.md",
+               report_table(results, "in_batch_mean_std", lambda r: f"{r['kind']} seed {r['seed']}"))
 
 
 main(run)

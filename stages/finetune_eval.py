@@ -1,6 +1,7 @@
 """Stage finetune_eval (issue 14): the committed fine-tuned MiniLM (``finetune.model``, stage finetune) against the
-packaged all-MiniLM-L6-v2, and both against multilingual-e5-small (the packaged weights, `rag.retrieval.e5.BASE_MODEL`;
-not fine-tuned on English), served by onnxruntime with no PyTorch.
+packaged all-MiniLM-L6-v2, and both against multilingual-e5-small: the packaged weights (`rag.retrieval.e5.BASE_MODEL`)
+and the committed English fine-tune (``finetune_e5.model``, stage finetune_e5); all served by onnxruntime with no
+PyTorch. Each committed encoder is checked against the sha256 its training stage recorded.
 
 Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
@@ -69,22 +70,33 @@ def query_ms(embedders: dict, texts: list[str]) -> dict:
             for n, v in times.items()}
 
 
+def committed(p, key: str, train_json: str) -> tuple[object, str]:
+    """Path and sha256 of the encoder ``p[key]["model"]`` that ``train_json`` (in ``finetune.metrics_dir``) recorded
+    as shipped; InputError if the file is missing or differs."""
+    f = p[key]
+    record = json.loads((ROOT / p["finetune"]["metrics_dir"] / train_json).read_text(encoding="utf-8"))["shipped"]
+    path = ROOT / f["model"]
+    if not path.exists():
+        raise InputError(f"{f['model']}: missing (stage {key} writes it; it is committed in git)")
+    if hashlib.sha256(path.read_bytes()).hexdigest() != record["sha256"]:
+        raise InputError(f"{f['model']}: sha256 differs from {p['finetune']['metrics_dir']}/{train_json} shipped.sha256")
+    return path, record
+
+
 def run():
     p = params()
     f = p["finetune"]
-    train = json.loads((ROOT / f["metrics_dir"] / "train.json").read_text(encoding="utf-8"))
-    path = ROOT / f["model"]
-    if not path.exists():
-        raise InputError(f"{f['model']}: missing (stage finetune writes it; it is committed in git)")
-    sha = train["shipped"]["sha256"]
-    if hashlib.sha256(path.read_bytes()).hexdigest() != sha:
-        raise InputError(f"{f['model']}: sha256 differs from {f['metrics_dir']}/train.json shipped.sha256")
+    path, shipped = committed(p, "finetune", "train.json")
+    e5_path, e5_shipped = committed(p, "finetune_e5", "e5.json")
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
+    e5_tuned = E5Embedder(e5_path, e5.e5, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
-                 "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=sha),
-                 "e5": E5Side(e5, "query")}
-    passage_side = {"e5": E5Side(e5, "passage")}   # MiniLM embeds both sides alike
-    results = {"model": f["model"], "sha256": sha, "seed": train["shipped"]["seed"], "sets": {}}
+                 "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=shipped["sha256"]),
+                 "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query")}
+    passage_side = {"e5": E5Side(e5, "passage"), "e5_finetuned": E5Side(e5_tuned, "passage")}  # MiniLM: both alike
+    results = {"model": f["model"], "sha256": shipped["sha256"], "seed": shipped["seed"],
+               "e5_model": e5_shipped["path"], "e5_sha256": e5_shipped["sha256"], "e5_seed": e5_shipped["seed"],
+               "sets": {}}
     for name, e in embedders.items():
         pe = passage_side.get(name, e)
         results["sets"][name] = {"heysquad_report": report_half(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p),
@@ -97,7 +109,7 @@ def run():
     print(markdown(results))
 
 
-NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small"}
+NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small", "e5_finetuned": "e5 fine-tuned"}
 
 
 def markdown(r) -> str:
@@ -108,8 +120,8 @@ def markdown(r) -> str:
               for name in ("clinic", "vet_clean", "vet_noisy") for form in ("raw", "rewritten") for mode in MODES]
     rows = [[name, form, mode, *(x["mrr@10"] for x in xs), *(x["recall@1"] for x in xs)] for name, form, mode, xs in cells]
     ms = r["query_embed_ms"]
-    return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small "
-            f"(packaged weights, not fine-tuned on English). Query embedding p50 "
+    return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
+            f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}). Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run, interleaved).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
                               *(f"R@1 {label}" for label in NAMES.values())], rows))

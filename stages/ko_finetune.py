@@ -53,7 +53,7 @@ def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) ->
 
 def run():
     from rag.retrieval.e5 import package_file, read_e5
-    from rag.train.e5 import bert_from_e5, export_onnx, train_mnrl
+    from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
     from rag.train.finetune import quantize_weights
     from rag.train.pairs import split_pairs
 
@@ -79,16 +79,11 @@ def run():
               flush=True)
         return out
 
-    results = {"before": score(bert_from_e5(e5), "before"), "models": []}
+    results = {"before": score(bert_from_e5(e5), "before"),
+               "models": train_seeds(e5, rows, f, score, "ko_finetune")}
+    keep = ROOT / k["data_dir"] / "finetuned"     # git-ignored: each seed's encoder, to serve one without retraining
+    keep.mkdir(exist_ok=True)
     for seed in f["seeds"]:
-        t0 = time.perf_counter()
-        print(f"ko_finetune: seed {seed}: {len(rows)} pairs", flush=True)
-        model = train_mnrl(e5, rows, seed, f["epochs"], f["batch_size"], f["lr"], f["warmup_ratio"],
-                           f["max_tokens"], f["threads"], f["weight_decay"], scale=f["scale"])
-        train_s = round(time.perf_counter() - t0, 1)
-        results["models"].append({"seed": seed, "pairs": len(rows), "train_s": train_s, **score(model, f"seed{seed}")})
-        keep = ROOT / k["data_dir"] / "finetuned"     # git-ignored: each seed's encoder, to serve one without retraining
-        keep.mkdir(exist_ok=True)
         for kind in KINDS:
             shutil.copyfile(work / f"seed{seed}.{kind}.onnx", keep / f"seed{seed}.{kind}.onnx")
     out = ROOT / f["base_model"]          # the packaged weights' q8 encoder, served (the fine-tuned ones are not)

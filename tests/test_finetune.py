@@ -86,6 +86,34 @@ def test_the_fine_tuned_model_embeds_and_still_ranks_the_clinic_sentence_first()
     assert q @ refill > q @ hours + 0.2
 
 
+def test_the_committed_english_e5_encoder_matches_its_sha256_and_ranks_like_e5():
+    from rag.retrieval.e5 import E5Embedder
+
+    record = json.loads((ROOT / "metrics/finetune/e5.json").read_text())["shipped"]
+    path = ROOT / record["path"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == record["sha256"]
+    e = E5Embedder(path)
+    q = e.embed_queries(["HOW LONG DOES A REFILL TAKE"])[0]
+    refill, hours = e.embed_passages(["Prescription refills are processed within 3 business days.",
+                                      "We are open 8:30 to 6 on weekdays."])
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+    assert q @ refill > q @ hours + 0.02   # e5's cosines sit in a narrow cone (0.7-0.9)
+
+
+def test_mean_std_is_the_mean_and_sample_std_over_models():
+    from rag.train.evaluate import FORMS, MODES, mean_std, report_table
+
+    def half(x):
+        return {f: {m: {"mrr@10": x, "recall@1": x / 2} for m in MODES} for f in FORMS}
+
+    models = [{"seed": s, "fp32": {"metrics": half(0.9)}, "q": {"metrics": half(x)}} for s, x in ((0, 0.5), (1, 0.7))]
+    ms = mean_std(models)
+    assert ms["human"]["dense"]["mrr@10"] == [0.6, 0.1414]
+    assert ms["typed"]["hybrid_phonetic"]["recall@1"] == [0.3, 0.0707]
+    table = report_table({"before": half(0.4), "models": models, "mean_std": ms}, "mean_std", lambda r: f"seed {r['seed']}")
+    assert "| seed 1 | q | 0.700 |" in table and "| mean ± std over seeds | q | 0.600 ± 0.141 |" in table
+
+
 @pytest.mark.train
 def test_export_matches_torch_and_the_quantised_copy_stays_close(tmp_path):
     from sentence_transformers import SentenceTransformer

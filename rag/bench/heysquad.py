@@ -51,6 +51,17 @@ def load_heysquad(folder: str | Path) -> tuple[list[dict], list[dict]]:
     return typed.passages, queries
 
 
+def read_prepared(data_dir: str | Path) -> tuple[list[dict], list[dict]]:
+    """``(passages, queries)`` from the prepared files of ``data_dir`` (stage fetch_data: passages.jsonl with ``_id``,
+    ``text``, ``article``; queries.jsonl with ``id``, ``relevant`` and the three forms of ``SOURCES``). Raises
+    InputError naming the file and line of a row that lacks a field."""
+    from rag.io import read_jsonl
+
+    data = Path(data_dir)
+    return (read_jsonl(data / "passages.jsonl", required=("_id", "text", "article")),
+            read_jsonl(data / "queries.jsonl", required=("id", "relevant", *SOURCES)))
+
+
 def sample(passages: Sequence[dict], queries: Sequence[dict], n_passages: int,
            seed: int) -> tuple[list[dict], list[dict]]:
     """``n_passages`` passages drawn by ``random.Random(seed)`` and the questions asked on them, both in

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -131,6 +132,24 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
         if step % log_every == 0 or step == len(plan):
             print(f"  step {step}/{len(plan)} loss {loss.item():.4f}", flush=True)
     return model.eval()
+
+
+def train_seeds(e5: E5File, rows: Sequence[dict], settings: Mapping, scored: Callable[[object, str], dict],
+                log: str) -> list[dict]:
+    """One `train_mnrl` model per seed in ``settings["seeds"]`` (with its ``epochs``, ``batch_size``, ``lr``,
+    ``warmup_ratio``, ``max_tokens``, ``threads``, ``weight_decay`` and ``scale``), each passed to
+    ``scored(model, "seed{n}")`` before the next is trained. Returns ``[{"seed", "pairs", "train_s", **scored}]``
+    (train_s: seconds of training). Prints ``log``-prefixed progress."""
+    out = []
+    for seed in settings["seeds"]:
+        t0 = time.perf_counter()
+        print(f"{log}: seed {seed}: {len(rows)} pairs", flush=True)
+        model = train_mnrl(e5, rows, seed, settings["epochs"], settings["batch_size"], settings["lr"],
+                           settings["warmup_ratio"], settings["max_tokens"], settings["threads"],
+                           settings["weight_decay"], scale=settings["scale"])
+        train_s = round(time.perf_counter() - t0, 1)
+        out.append({"seed": seed, "pairs": len(rows), "train_s": train_s, **scored(model, f"seed{seed}")})
+    return out
 
 
 def export_onnx(model, path: str | Path) -> None:

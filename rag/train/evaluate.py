@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rag.bench.compare import evaluate_matrix, select
-from rag.bench.heysquad import SOURCES, article_split, as_passages, as_transcripts
-from rag.io import read_jsonl
+from rag.bench.heysquad import SOURCES, article_split, as_passages, as_transcripts, read_prepared
 from rag.retrieval.search import HybridConfig, PassageIndex
 from rag.voice.queries import raw_queries
 
@@ -22,9 +21,7 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
     Returns ``{form: {mode: {recall@1, recall@3, recall@10, mrr@10, ndcg@10}}}`` for typed / human / machine, raw
     transcripts. Raises InputError naming a file that lacks a field.
     """
-    data = Path(data_dir)
-    passages = read_jsonl(data / "passages.jsonl", required=("_id", "text", "article"))
-    queries = read_jsonl(data / "queries.jsonl", required=("id", "relevant", *SOURCES))
+    passages, queries = read_prepared(data_dir)
     split = article_split(passages, queries)
     report = [q for q in queries if split[q["id"]] == "report"]
     index = PassageIndex(as_passages(passages), (passage_embedder or embedder).embed([r["text"] for r in passages]), config)
@@ -32,3 +29,39 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
     return {source: select(evaluate_matrix(index, report, {"raw": raw_queries(as_transcripts(report, source))},
                                            modes, ks=(1, 3, 10), embedder=embedder), names)["raw"]
             for source in SOURCES}
+
+
+FORMS = ("typed", "human", "machine")
+MODES = ("dense", "hybrid_phonetic")
+
+
+def mean_std(models: Sequence[dict], kind: str = "q") -> dict:
+    """``{form: {mode: {"mrr@10": [mean, std], "recall@1": [mean, std]}}}`` over ``models`` (rows holding
+    ``{kind: {"metrics": report_half(...)}}``); std is the sample standard deviation, 0.0 for one model."""
+    import statistics
+
+    out = {}
+    for form in FORMS:
+        for mode in MODES:
+            for m in ("mrr@10", "recall@1"):
+                v = [r[kind]["metrics"][form][mode][m] for r in models]
+                out.setdefault(form, {}).setdefault(mode, {})[m] = [round(statistics.mean(v), 4),
+                                                                    round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
+    return out
+
+
+def report_table(results: dict, mean_key: str, label, kinds: Sequence[str] = ("fp32", "q")) -> str:
+    """Markdown MRR@10 table (rows: "before", each model × kind named ``label(model row)``, the mean ± std in
+    ``results[mean_key]`` (`mean_std` of the quantised ``kinds[-1]``); columns: form × mode) of a fine-tuning
+    stage's ``results`` (``before``: `report_half`; ``models``: rows with ``{kind: {"metrics": ...}}``)."""
+    from rag.bench.compare import markdown_table
+
+    rows = [["before (packaged)", "", *(results["before"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)]]
+    for r in results["models"]:
+        for name in kinds:
+            rows.append([label(r), name, *(r[name]["metrics"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)])
+    ms = results[mean_key]
+    rows.append(["mean ± std over seeds", kinds[-1], *(f"{ms[fm][md]['mrr@10'][0]:.3f} ± {ms[fm][md]['mrr@10'][1]:.3f}"
+                                            for fm in FORMS for md in MODES)])
+    return ("HeySQuAD report half (odd articles, 474 questions, against all 311 paragraphs): MRR@10, raw transcripts.\n\n"
+            + markdown_table(["model", "weights", *(f"{fm} {md}" for fm in FORMS for md in MODES)], rows))
