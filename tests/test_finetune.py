@@ -97,7 +97,7 @@ def test_the_committed_english_e5_encoder_matches_its_sha256_and_ranks_like_e5()
     refill, hours = e.embed_passages(["Prescription refills are processed within 3 business days.",
                                       "We are open 8:30 to 6 on weekdays."])
     assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
-    assert q @ refill > q @ hours + 0.02   # e5's cosines sit in a narrow cone (0.7-0.9)
+    assert q @ refill > q @ hours + 0.05   # 0.80 vs 0.70 (2026-12-03): e5 cosines sit in a narrow cone
 
 
 def test_half_weights_store_matmul_weights_in_float16_and_compute_in_float32(tmp_path):
