@@ -122,6 +122,12 @@ def test_half_weights_store_matmul_weights_in_float16_and_compute_in_float32(tmp
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, 2 * x @ w.astype(np.float16).astype(np.float32), rtol=1e-5, atol=1e-6)
     assert 0 < np.abs(y - 2 * x @ w).max() < 1e-3      # float16 rounding, and only that
+    big = onnx.load(tmp_path / "fp32.onnx")
+    big.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full((8, 4), 1e5, np.float32), "w"))
+    onnx.save(big, tmp_path / "big.onnx")
+    with pytest.raises(ValueError, match="weight w exceeds float16"):
+        half_weights(tmp_path / "big.onnx", tmp_path / "big_half.onnx")
+    assert not (tmp_path / "big_half.onnx").exists()
 
 
 def test_mean_std_is_the_mean_and_sample_std_over_models():
