@@ -20,8 +20,7 @@ from pathlib import Path
 
 from common import ROOT, main, params
 from rag.io import write_json, write_text
-from rag.train.evaluate import mean_std, report_table
-
+from rag.train.evaluate import mean_std, report_half, report_table
 
 
 def bm25_negative(passages, p):
@@ -48,7 +47,6 @@ def run():
     from rag.train.finetune import export_onnx, quantize_weights, train_mnrl
     from rag import config
     from rag.bench.heysquad import article_split, read_prepared
-    from rag.train.evaluate import report_half
     from rag.train.pairs import training_pairs
 
     p = params()

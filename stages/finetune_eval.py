@@ -12,6 +12,7 @@ import hashlib
 import json
 import statistics
 import time
+from pathlib import Path
 
 from common import ROOT, main, params
 from rag import config
@@ -70,9 +71,9 @@ def query_ms(embedders: dict, texts: list[str]) -> dict:
             for n, v in times.items()}
 
 
-def committed(p, key: str, train_json: str) -> tuple[object, str]:
-    """Path and sha256 of the encoder ``p[key]["model"]`` that ``train_json`` (in ``finetune.metrics_dir``) recorded
-    as shipped; InputError if the file is missing or differs."""
+def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
+    """Path of the encoder ``p[key]["model"]`` and the ``shipped`` record (path, sha256, seed) that ``train_json``
+    (in ``finetune.metrics_dir``) holds for it; InputError if the encoder is missing or its sha256 differs."""
     f = p[key]
     record = json.loads((ROOT / p["finetune"]["metrics_dir"] / train_json).read_text(encoding="utf-8"))["shipped"]
     path = ROOT / f["model"]

@@ -139,7 +139,8 @@ def train_seeds(e5: E5File, rows: Sequence[dict], settings: Mapping, scored: Cal
     """One `train_mnrl` model per seed in ``settings["seeds"]`` (with its ``epochs``, ``batch_size``, ``lr``,
     ``warmup_ratio``, ``max_tokens``, ``threads``, ``weight_decay`` and ``scale``), each passed to
     ``scored(model, "seed{n}")`` before the next is trained. Returns ``[{"seed", "pairs", "train_s", **scored}]``
-    (train_s: seconds of training). Prints ``log``-prefixed progress."""
+    (train_s: seconds of training; keys of ``scored``'s dict come last and win). Prints ``log``-prefixed progress.
+    Raises KeyError naming a missing setting, ValueError for no rows."""
     out = []
     for seed in settings["seeds"]:
         t0 = time.perf_counter()

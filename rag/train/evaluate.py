@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rag.bench.compare import evaluate_matrix, select
 from rag.bench.heysquad import SOURCES, article_split, as_passages, as_transcripts, read_prepared
@@ -37,7 +37,8 @@ MODES = ("dense", "hybrid_phonetic")
 
 def mean_std(models: Sequence[dict], kind: str = "q") -> dict:
     """``{form: {mode: {"mrr@10": [mean, std], "recall@1": [mean, std]}}}`` over ``models`` (rows holding
-    ``{kind: {"metrics": report_half(...)}}``); std is the sample standard deviation, 0.0 for one model."""
+    ``{kind: {"metrics": report_half(...)}}``), rounded to 4 decimals; std is the sample standard deviation, 0.0 for
+    one model. Raises statistics.StatisticsError for no models, KeyError for a row without ``kind``."""
     import statistics
 
     out = {}
@@ -50,10 +51,12 @@ def mean_std(models: Sequence[dict], kind: str = "q") -> dict:
     return out
 
 
-def report_table(results: dict, mean_key: str, label, kinds: Sequence[str] = ("fp32", "q")) -> str:
-    """Markdown MRR@10 table (rows: "before", each model × kind named ``label(model row)``, the mean ± std in
-    ``results[mean_key]`` (`mean_std` of the quantised ``kinds[-1]``); columns: form × mode) of a fine-tuning
-    stage's ``results`` (``before``: `report_half`; ``models``: rows with ``{kind: {"metrics": ...}}``)."""
+def report_table(results: dict, mean_key: str, label: Callable[[dict], str],
+                 kinds: Sequence[str] = ("fp32", "q")) -> str:
+    """Markdown MRR@10 table of a fine-tuning stage's ``results`` on the report half (``before``: `report_half`;
+    ``models``: rows with ``{kind: {"metrics": ...}}``): rows "before", each model × kind (named
+    ``label(model row)``), and the mean ± std in ``results[mean_key]`` (a `mean_std`, labelled with ``kinds[-1]``,
+    the kind it was taken over); columns: form × mode."""
     from rag.bench.compare import markdown_table
 
     rows = [["before (packaged)", "", *(results["before"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)]]

@@ -119,26 +119,35 @@ def quantize_weights(fp32: str | Path, out: str | Path, block_size: int = 32, ta
 
 
 def half_weights(fp32: str | Path, out: str | Path) -> None:
-    """Copy of an ONNX model whose float32 MatMul weight initializers are stored as float16, each behind a Cast back
-    to float32: onnxruntime folds the Casts when a session loads, so the arithmetic stays fp32 and only the file
-    halves (e5-small's encoder: 86 -> 44 MB). Rounding is float16's (relative 2^-11 ≈ 0.0005): far under the
-    ~0.0004 absolute a fine-tune moves e5's weights, where 8-bit blocks round by up to ~0.005 (README, issue 14)."""
+    """Copy of an ONNX model whose float32 MatMul weight initializers (a MatMul's second input) are stored as
+    float16, each behind one Cast back to float32 placed before the first node that reads it: onnxruntime folds the
+    Casts when a session loads, so the arithmetic stays fp32 and only the file halves (e5-small's encoder: 86 ->
+    44 MB). Rounding is float16's (relative 2^-11 ≈ 0.0005): far under the ~0.0004 absolute a fine-tune moves e5's
+    weights, where 8-bit blocks round by up to ~0.005 (README, issue 14). Raises ValueError naming a weight that
+    float16 cannot hold (|w| > 65504), and onnx's ValidationError if the result is not a valid model."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     model = onnx.load(str(fp32))
     inits = {i.name: i for i in model.graph.initializer}
-    nodes = []
+    weights = {n.input[1] for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in inits
+               and inits[n.input[1]].data_type == TensorProto.FLOAT}
+    nodes, converted = [], set()
     for node in model.graph.node:
-        w = inits.get(node.input[1]) if node.op_type == "MatMul" else None
-        if w is not None and w.data_type == TensorProto.FLOAT:
-            half = numpy_helper.from_array(numpy_helper.to_array(w).astype(np.float16), w.name + "_fp16")
+        for name in dict.fromkeys(x for x in node.input if x in weights):
+            w = inits[name]
+            values = numpy_helper.to_array(w).astype(np.float16)
+            if not np.isfinite(values).all():
+                raise ValueError(f"{fp32}: weight {name} exceeds float16's range")
             model.graph.initializer.remove(w)
-            model.graph.initializer.append(half)
-            nodes.append(helper.make_node("Cast", [half.name], [w.name], to=TensorProto.FLOAT, name=w.name + "_cast"))
-            del inits[w.name]          # a weight shared by two MatMuls is cast once
+            model.graph.initializer.append(numpy_helper.from_array(values, name + "_fp16"))
+            nodes.append(helper.make_node("Cast", [name + "_fp16"], [name], to=TensorProto.FLOAT, name=name + "_cast"))
+            weights.discard(name)      # a weight shared by several nodes is cast once
+            converted.add(name)
         nodes.append(node)
+    for i in [i for i in model.graph.input if i.name in converted]:
+        model.graph.input.remove(i)    # an initializer listed as a graph input too would become a required input
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     onnx.checker.check_model(model)
