@@ -100,6 +100,7 @@ def test_the_committed_english_e5_encoder_matches_its_sha256_and_ranks_like_e5()
     assert q @ refill > q @ hours + 0.05   # 0.80 vs 0.70 (2026-12-03): e5 cosines sit in a narrow cone
 
 
+@pytest.mark.train   # onnx (to build the model) comes with the .[train] extra
 def test_half_weights_store_matmul_weights_in_float16_and_compute_in_float32(tmp_path):
     import onnx
     import onnxruntime as ort
