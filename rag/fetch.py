@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
+from rag.io import sha256_of
+
 CHUNK = 1 << 20  # bytes read or received at a time
 
 
@@ -24,15 +26,6 @@ class Fetched(NamedTuple):
     path: Path      # ``dest``, complete and checked
     source: str     # the local copy's path or the URL it came from
     size: int       # bytes
-
-
-def sha256_of(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _where(dest: Path, local: Path | None) -> str:

@@ -1,6 +1,7 @@
 """Reading inputs with errors that name file and line; writing outputs atomically."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -12,6 +13,15 @@ from typing import Any, Iterable
 
 class InputError(ValueError):
     """Bad input: the message names the file and line (or the query id)."""
+
+
+def sha256_of(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes, read 1 MiB at a time. Raises OSError for a missing or unreadable file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 # Hangul in any form: conjoining jamo, compatibility jamo, jamo extended A/B, syllables, half-width jamo; assigned

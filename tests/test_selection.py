@@ -331,3 +331,39 @@ def test_decide_refuses_when_no_retrieved_document_is_in_the_kb(clinic):
     for scorer in (None, selection.load_scorer("linear", ROOT / "models")):
         out = decide(row, kb, emb.embed_one(row["query"]), AnswerSettings(), scorer=scorer)
         assert (out["status"], out["reason"]) == ("refused", "source_unknown; no sentence agrees with the query")
+
+
+def test_a_scorer_names_the_e5_encoder_it_was_fitted_with(tmp_path):
+    """The e5_cosine feature comes from the encoder the model JSON names, next to it, sha256-checked; a model that
+    names none gets the packaged weights."""
+    from rag.io import sha256_of
+    from rag.retrieval.e5 import BASE_MODEL
+
+    shipped = json.loads((ROOT / "models" / "selection-linear.json").read_text())
+    plain = {k: v for k, v in shipped.items() if k not in ("e5_model", "e5_sha256")}
+    (tmp_path / "selection-linear.json").write_text(json.dumps(plain))
+    old = selection.AnswerScorer.load(tmp_path / "selection-linear.json")
+    assert old.e5_model is None and old.e5().embedder.session is not None
+    assert "e5_model" not in old.to_json()
+    (tmp_path / "e5.onnx").write_bytes(BASE_MODEL.read_bytes())
+    named = {**plain, "e5_model": "e5.onnx", "e5_sha256": sha256_of(BASE_MODEL)}
+    (tmp_path / "selection-linear.json").write_text(json.dumps(named))
+    m = selection.AnswerScorer.load(tmp_path / "selection-linear.json")
+    assert (m.folder, m.e5_model) == (tmp_path, "e5.onnx") and m.to_json()["e5_sha256"] == sha256_of(BASE_MODEL)
+    cos = m.e5().cosines("how much is a flu shot", ["A flu shot costs $30.", "Parking is free."])
+    assert cos[0] > cos[1]
+    (tmp_path / "selection-linear.json").write_text(json.dumps({**named, "e5_sha256": "0" * 64}))
+    with pytest.raises(RuntimeError, match="sha256"):
+        selection.AnswerScorer.load(tmp_path / "selection-linear.json").e5()
+    with pytest.raises(ValueError, match="file name"):
+        selection.AnswerScorer("linear", plain["mean"], plain["scale"], plain["layers"], 0.5,
+                               e5_model="models/e5.onnx", e5_sha256="0" * 64)
+
+
+def test_the_shipped_scorers_name_the_e5_encoder_params_chose():
+    from rag.io import read_params, sha256_of
+
+    name = read_params(ROOT / "params.yaml")["select"]["e5_model"]
+    for design in ("linear", "mlp", "listwise"):
+        m = json.loads((ROOT / "models" / f"selection-{design}.json").read_text())
+        assert m["e5_model"] == name and m["e5_sha256"] == sha256_of(ROOT / "models" / name)

