@@ -367,3 +367,17 @@ def test_the_shipped_scorers_name_the_e5_encoder_params_chose():
     for design in ("linear", "mlp", "listwise"):
         m = json.loads((ROOT / "models" / f"selection-{design}.json").read_text())
         assert m["e5_model"] == name and m["e5_sha256"] == sha256_of(ROOT / "models" / name)
+
+
+def test_a_scorer_fitted_on_another_e5_than_params_names_is_refused(tmp_path):
+    good = json.loads((ROOT / "models" / "selection-mlp.json").read_text())
+    (tmp_path / "selection-mlp.json").write_text(json.dumps(good))
+    assert selection.load_scorer("mlp", tmp_path, e5_model=good["e5_model"]).e5_model == good["e5_model"]
+    with pytest.raises(InputError, match=r"selection-mlp.json.*select.e5_model is other.onnx.*refit"):
+        selection.load_scorer("mlp", tmp_path, e5_model="other.onnx")
+    plain = {k: v for k, v in good.items() if k not in ("e5_model", "e5_sha256")}   # fitted before the field: packaged
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "selection-mlp.json").write_text(json.dumps(plain))
+    assert selection.load_scorer("mlp", tmp_path / "old", e5_model="e5-small.onnx").e5_model is None
+    with pytest.raises(InputError, match="e5-small.onnx"):
+        selection.load_scorer("mlp", tmp_path / "old", e5_model="e5-heysquad-asr.onnx")

@@ -170,7 +170,7 @@ def load_judge(p: Mapping) -> AnswerScorer | None:
     """The shipped scorer of ``select.judge`` from ``select.model_dir`` (`rag.voice.selection.load_scorer`): it
     checks every LLM answer when ``select.design`` is ``rules`` (None for ``rules``: the verifier alone). Raises
     ValueError for an unknown design, InputError for a missing or bad model file."""
-    return load_scorer(p["select"]["judge"], p["select"]["model_dir"], "select.judge")
+    return load_scorer(p["select"]["judge"], p["select"]["model_dir"], "select.judge", p["select"]["e5_model"])
 
 
 def latency_metrics(answers: Sequence[dict]) -> dict:
@@ -209,7 +209,7 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory)
-    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"])
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"], e5_model=p["select"]["e5_model"])
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said,
                   load_judge(p)), row
 
@@ -331,7 +331,8 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     from rag.retrieval.kb_cache import open_kb
 
     config.check(p)
-    scorer, judge = load_scorer(p["select"]["design"], p["select"]["model_dir"]), load_judge(p)
+    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"], e5_model=p["select"]["e5_model"])
+    judge = load_judge(p)
     queries = load_queries(queries_path)
     labelled = is_labelled(queries)
     if gate is None and not labelled:

@@ -38,7 +38,7 @@ from typing import Iterable, Mapping, Sequence
 import jellyfish
 import numpy as np
 
-from rag.retrieval.e5 import E5Cosines, cosines_of
+from rag.retrieval.e5 import BASE_MODEL, E5Cosines, cosines_of
 from rag.retrieval.phonetic import phonetic_key
 from rag.retrieval.indexes import word_tokens
 
@@ -475,11 +475,12 @@ def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sent
     return cands, features(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats, e5)
 
 
-def load_scorer(design: str, model_dir: str | Path, key: str = "select.design"):
+def load_scorer(design: str, model_dir: str | Path, key: str = "select.design", e5_model: str | None = None):
     """The shipped scorer of ``design``: None for ``rules`` (the table-driven pick), else ``model_dir``/
     selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Read once per process and file version
     (path, mtime, size): every turn of `rag.voice.pipeline.answer_query` asks again. Raises ValueError (naming the
-    params ``key``) for an unknown design, InputError naming the file for a missing or bad model."""
+    params ``key``) for an unknown design, InputError naming the file for a missing or bad model, or for a feature
+    model fitted on another e5 encoder than ``e5_model`` (params ``select.e5_model``; None: not checked)."""
     if design not in DESIGNS:
         raise ValueError(f"{key} must be one of {DESIGNS}, got {design!r}")
     if design == "rules":
@@ -489,7 +490,14 @@ def load_scorer(design: str, model_dir: str | Path, key: str = "select.design"):
         st = path.resolve().stat()
     except OSError:
         return _read_scorer(design, str(path), 0, -1)   # raises the loader's InputError naming the file
-    return _read_scorer(design, str(path.resolve()), st.st_mtime_ns, st.st_size)
+    scorer = _read_scorer(design, str(path.resolve()), st.st_mtime_ns, st.st_size)
+    fitted_on = None if design == "cross" else (scorer.e5_model or BASE_MODEL.name)
+    if e5_model is not None and fitted_on is not None and fitted_on != e5_model:
+        from rag.io import InputError
+
+        raise InputError(f"{path}: fitted with the e5 encoder {fitted_on}, but select.e5_model is {e5_model}: refit "
+                         "(dvc unfreeze fit_selection && dvc repro fit_selection && dvc freeze fit_selection)")
+    return scorer
 
 
 @functools.lru_cache(maxsize=8)
