@@ -48,8 +48,9 @@ def public_data(path: str) -> Path:
     for base in (ROOT / d["dest_dir"], ROOT / d["shared_dir"]):
         if (base / path).exists():
             return base / path
-    pytest.fail(f"{path}: not in {d['dest_dir']}/ (run `make repro`: stage fetch_data downloads it) nor in "
-                f"{d['shared_dir']}/ (README, first paragraph)")
+    inside = sorted(f for f in d["files"] if f.startswith(path.rstrip("/") + "/"))  # a folder: name its files
+    pytest.fail(f"{path}{' (' + ', '.join(inside) + ')' if inside else ''}: not in {d['dest_dir']}/ (run `make repro`: "
+                f"stage fetch_data downloads it) nor in {d['shared_dir']}/ (README, first paragraph)")
 
 
 def write_params(path, p: dict):
