@@ -44,7 +44,7 @@ def kb_metrics(p, embedder, passage_embedder) -> dict:
     for name, (kb, qpath) in kb_sets(p).items():
         if kb not in indexes:
             passages = chunk_folder(ROOT / kb, allowed(p))
-            indexes[kb] = PassageIndex(passages, passage_embedder.embed([x.indexed for x in passages]), hc)
+            indexes[kb] = PassageIndex(passages, passage_embedder.embed([x.text for x in passages]), hc)
         index, queries = indexes[kb], load_queries(ROOT / qpath)
         rules = config.rewrite_rules(p, index.passages)
         out[name] = {}
