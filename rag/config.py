@@ -5,6 +5,7 @@ Pure: takes a dict, never reads a file. Used by the DVC stages and the CLI alike
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import replace
 from typing import Mapping, Sequence
@@ -20,14 +21,21 @@ from rag.retrieval.search import HybridConfig
 from rag.voice.verify import VerifyRules, split_sentences
 
 
-def number(p: Mapping, section: str, key: str, kind: type = float) -> float | int:
-    """``p[section][key]`` as ``kind``; ValueError naming ``section.key`` unless it is a (non-bool) number, and
-    for ``kind`` int a whole and finite one (``2.5``, ``.inf``, ``.nan`` are not counts)."""
+def number(p: Mapping, section: str, key: str, kind: type = float, above: float | None = None,
+           at_least: float | None = None, below: float | None = None) -> float | int:
+    """``p[section][key]`` as ``kind``; ValueError naming ``section.key`` unless it is a (non-bool) number, for
+    ``kind`` int a whole and finite one (``2.5``, ``.inf``, ``.nan`` are not counts), and within the bounds given
+    (``above`` / ``below`` exclusive, ``at_least`` inclusive; a bounded value must be finite)."""
     v = p[section][key]
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{section}.{key} must be a number, got {v!r}")
     if kind is int and not (math.isfinite(v) and float(v).is_integer()):
         raise ValueError(f"{section}.{key} must be a whole number, got {v!r}")
+    limits = [(bound, sign, holds) for bound, sign, holds in ((above, ">", operator.gt), (at_least, ">=", operator.ge),
+                                                              (below, "<", operator.lt)) if bound is not None]
+    if limits and not (math.isfinite(v) and all(holds(v, bound) for bound, _, holds in limits)):
+        raise ValueError(f"{section}.{key} must be a finite number "
+                         f"{' and '.join(f'{sign} {bound}' for bound, sign, _ in limits)}, got {v!r}")
     return kind(v)
 
 
@@ -85,8 +93,10 @@ def check(p: Mapping) -> None:
     if not isinstance(store, str) or (store and not is_postgres_url(store)):
         raise ValueError(f"retrieval.store must be empty or a postgresql:// URL, got {redact_url(store)}")
     text(p, "memory", "clarify")
-    number(p, "memory", "ttl_min")
-    number(p, "memory", "retention_days")
+    number(p, "memory", "ttl_min", above=0)
+    number(p, "memory", "retention_days", above=0)
+    number(p, "memory", "max_turns", int, at_least=1)
+    number(p, "threshold", "epsilon", at_least=0, below=1)
     rewrite_rules(p)
     verify_rules(p)
     quarantine.allowed(p)
@@ -172,7 +182,8 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
     fitted ``tau``."""
     a, llm = p["answer"], p["llm"]
     return AnswerSettings(k=number(p, "retrieval", "k", int), mode=p["retrieval"]["mode"], tau=float(tau),
-                          refusal=text(p, "answer", "refusal"), answer_mode=a["mode"], max_len=number(p, "answer", "max_len", int),
+                          refusal=text(p, "answer", "refusal"), answer_mode=a["mode"],
+                          max_len=number(p, "answer", "max_len", int, at_least=1),
                           max_tokens=number(p, "llm", "max_tokens", int), timeout_s=number(p, "llm", "timeout_s"),
                           temperature=number(p, "llm", "temperature"), seed=number(p, "llm", "seed", int),
                           model=llm.get("model") or None, hybrid=hybrid_config(p),

@@ -130,6 +130,12 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("answer", "refusal", " ", "answer.refusal must be a non-empty string, got ' '"),
     ("memory", "clarify", 7, "memory.clarify must be a non-empty string, got 7"),
     ("memory", "ttl_min", "long", "memory.ttl_min must be a number, got 'long'"),
+    # a bad-input pass (2026-12-03): epsilon -7 gave tau -6.3 (the gate off) and 5 refused everything, exit 0 both
+    ("threshold", "epsilon", -7, "threshold.epsilon must be a finite number >= 0 and < 1, got -7"),
+    ("threshold", "epsilon", 5, "threshold.epsilon must be a finite number >= 0 and < 1, got 5"),
+    ("memory", "ttl_min", -5, "memory.ttl_min must be a finite number > 0, got -5"),
+    ("memory", "max_turns", 0, "memory.max_turns must be a finite number >= 1, got 0"),
+    ("answer", "max_len", 0, "answer.max_len must be a finite number >= 1, got 0"),
     ("retrieval", "k", 0, "retrieval.k (passages retrieved) must be at least 1, got 0"),
     ("retrieval", "store", "mysql://x", "retrieval.store must be empty or a postgresql:// URL, got mysql://..."),
     ("verify", "slots", {"day": ["monday"]}, "verify.slots.day must map a value to its terms, got ['monday']"),

@@ -177,3 +177,14 @@ def test_same_number_allows_a_code_written_once():
     assert same_number("18005550123", "8005550123") and same_number("5550177", "15555550177")
     assert same_number("90210", "90210") and not same_number("1770", "55501770")  # under 7 digits: equal only
     assert not same_number("5550177", "5550178")
+
+
+def test_a_sentence_never_runs_across_a_blank_line_or_a_heading():
+    # a bad-input pass (2026-12-03): a paragraph without a final full stop ran into the next, and the caller heard
+    # "No fee is charged For a missed appointment you pay $50.", a sentence the KB does not hold
+    doc = "# Fees\nNo fee is charged\n\nFor a missed appointment you pay $50.\n## Parking\nParking is free\nfor patients"
+    assert split_sentences(doc) == ["No fee is charged", "For a missed appointment you pay $50.",
+                                    "Parking is free for patients"]
+    ok, reason = verify("No fee is charged For a missed appointment you pay $50.", "fees", ["fees"], {"fees": doc},
+                        "how much is the fee for a missed appointment")
+    assert not ok and reason != "verified"

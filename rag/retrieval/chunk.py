@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,7 +155,8 @@ def chunk_document(doc: str, text: str, max_tokens: int | None = None, source: s
 
 
 def _read(f: Path) -> str:
-    """A KB file's text, read as ``utf-8-sig`` (a UTF-8 byte-order mark never reaches a passage)."""
+    """A KB file's text, read as ``utf-8-sig`` (a UTF-8 byte-order mark never reaches a passage), without what
+    Markdown never shows (`unrendered`)."""
     try:
         text = f.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
@@ -162,7 +164,24 @@ def _read(f: Path) -> str:
                          f"{e.start})") from None
     if "\x00" in text:
         raise InputError(f"{f}: not a text file (NUL byte at character {text.index(chr(0))})")
-    return text
+    return unrendered(text)
+
+
+# YAML front matter (a first line "---", up to the next "---" or "...") and HTML comments: metadata and notes to
+# editors that a rendered page never shows, so never indexed or said ("<!-- staff discount code 1234 -->").
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n.*?^(?:---|\.\.\.)[ \t]*$", re.S | re.M)
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+
+
+def unrendered(text: str) -> str:
+    """``text`` with its YAML front matter and HTML comments blanked: each replaced by its own line breaks, so the
+    lines after keep their numbers (errors and quarantine reports name file:line). An unclosed comment runs to the
+    end of the file, as a browser reads it."""
+    return _HTML_COMMENT.sub(_line_breaks, _FRONT_MATTER.sub(_line_breaks, text))
+
+
+def _line_breaks(m: re.Match) -> str:
+    return "\n" * m.group(0).count("\n")
 
 
 def kb_files(folder: str | Path) -> list[Path]:

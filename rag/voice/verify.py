@@ -115,18 +115,34 @@ DEFAULT_VERIFY = VerifyRules()
 def split_sentences(text: str, abbreviations: Sequence[str] = ABBREVIATIONS) -> list[str]:
     """Sentences of a document: headings dropped, whitespace folded, split after . ! or ? when a capital
     (any script), digit, quote or dollar follows, except after one of ``abbreviations`` (matched as the
-    whole last word, opening brackets and quotes ignored: "(e.g. Monday)" stays one sentence)."""
-    body = " ".join(line for line in text.lstrip("\ufeff").splitlines() if not line.lstrip().startswith("#"))
+    whole last word, opening brackets and quotes ignored: "(e.g. Monday)" stays one sentence). A blank line or a
+    heading always ends a sentence: a paragraph without a final full stop ("No fee is charged") never runs into the
+    next one ("For a missed appointment you pay $50.") as one sentence the KB does not hold."""
     abbr = frozenset(abbreviations)
     out: list[str] = []
-    for piece in _SENTENCE_END.split(" ".join(body.split())):
-        if not piece:
-            continue
-        if out and not (piece[0].isupper() or piece[0] in _STARTERS) or (
-                out and out[-1].rsplit(" ", 1)[-1].lstrip("([{\"'") in abbr):
-            out[-1] = f"{out[-1]} {piece}"
-        else:
-            out.append(piece)
+    for paragraph in _paragraphs(text):
+        first = len(out)
+        for piece in _SENTENCE_END.split(paragraph):
+            if not piece:
+                continue
+            if len(out) > first and (not (piece[0].isupper() or piece[0] in _STARTERS)
+                                     or out[-1].rsplit(" ", 1)[-1].lstrip("([{\"'") in abbr):
+                out[-1] = f"{out[-1]} {piece}"
+            else:
+                out.append(piece)
+    return out
+
+
+def _paragraphs(text: str) -> list[str]:
+    """The paragraphs of ``text``, whitespace folded: runs of lines ended by a blank line or a heading (dropped)."""
+    out: list[str] = []
+    lines: list[str] = []
+    for line in [*text.lstrip("\ufeff").splitlines(), ""]:
+        if line.strip() and not line.lstrip().startswith("#"):
+            lines.append(line)
+        elif lines:
+            out.append(" ".join(" ".join(lines).split()))
+            lines = []
     return out
 
 
