@@ -62,8 +62,8 @@ def voice_index(p: dict):
     from rag.io import read_jsonl
     from rag.retrieval.search import PassageIndex
 
-    passages = [Passage(r["id"], r["doc"], r["text"])
-                for r in read_jsonl(VOICE_DATA / "chunks.jsonl", required=("id", "doc", "text"))]
+    passages = [Passage(r["id"], r["doc"], r["text"], r["heading"])
+                for r in read_jsonl(VOICE_DATA / "chunks.jsonl", required=("id", "doc", "text", "heading"))]
     hc = config.hybrid_config(p)
     dense = HNSWIndex.load(VOICE_DATA / "hnsw.faiss", hc.hnsw[2]) if hc.index == "hnsw" else None
     return PassageIndex(passages, np.load(VOICE_DATA / "embed.npy"), hc, dense)

@@ -74,3 +74,16 @@ def test_a_unique_phone_number_is_ranked_first_on_the_clinic_kb(params, monkeypa
     assert doc_ranking(index.passages, index.ranking(query, "hybrid_phonetic", vector))[3][0] == "kb-billing"  # the bug
     assert index.search("what is 5550177", k=1, mode="hybrid_phonetic")[0][0] != "kb-billing#3"
     assert runs() == promoted
+
+
+def test_a_question_naming_only_the_heading_finds_its_paragraph(params):
+    # vet-hours says "On Sunday we are open from 10 a.m. to 2 p.m." under "# Opening Hours" and never "hours";
+    # vet-grooming says "We do not groom on Sunday." and vet-emergency "24 hours a day": before the lexical lists read
+    # each passage with its heading, both ranked above vet-hours (BM25 and the shipped hybrid_phonetic) and the caller
+    # heard the grooming sentence. The dense list embeds the paragraph alone (MiniLM ranks grooming first there)
+    from rag import config
+    from conftest import ROOT
+
+    index = PassageIndex.from_folder(ROOT / "fixtures" / "transfer" / "kb", config.hybrid_config(params))
+    for mode in ("bm25", "hybrid_phonetic"):
+        assert index.search("what are your hours on sunday", k=1, mode=mode)[0][0] == "vet-hours#1", mode

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -115,7 +115,7 @@ def _write_entry(entry: Path, kb: KnowledgeBase) -> None:
     except OSError:
         return
     try:
-        write_jsonl(tmp / "passages.jsonl", [{"id": p.id, "doc": p.doc, "text": p.text} for p in kb.index.passages])
+        write_jsonl(tmp / "passages.jsonl", [asdict(p) for p in kb.index.passages])
         np.save(tmp / "passages.npy", kb.index.vectors)
         kb.sentences.save(tmp / "sentences.jsonl", tmp / "sentences.npy")
         (tmp / "kb.json").write_text(json.dumps({"docs": kb.docs, "quarantined": kb.quarantined},
@@ -126,7 +126,8 @@ def _write_entry(entry: Path, kb: KnowledgeBase) -> None:
 
 
 def _read_entry(entry: Path, config: HybridConfig, key: str) -> KnowledgeBase:
-    passages = [Passage(r["id"], r["doc"], r["text"]) for r in read_jsonl(entry / "passages.jsonl", ("id", "doc", "text"))]
+    passages = [Passage(r["id"], r["doc"], r["text"], r["heading"])
+                for r in read_jsonl(entry / "passages.jsonl", ("id", "doc", "text", "heading"))]
     meta = json.loads((entry / "kb.json").read_text(encoding="utf-8"))
     sentences = SentenceIndex.load(entry / "sentences.jsonl", entry / "sentences.npy")
     return KnowledgeBase(PassageIndex(passages, np.load(entry / "passages.npy"), config), meta["docs"], sentences, key,

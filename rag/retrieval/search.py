@@ -105,7 +105,7 @@ class PassageIndex:
     @property
     def bm25(self) -> BM25Index:
         if self._bm25 is None:
-            self._bm25 = BM25Index([p.text for p in self.passages], self.tokenize, engine=self.config.bm25_engine)
+            self._bm25 = BM25Index([p.indexed for p in self.passages], self.tokenize, engine=self.config.bm25_engine)
         return self._bm25
 
     @property
@@ -115,7 +115,7 @@ class PassageIndex:
             from rag.retrieval.phonetic import tokenizer
 
             c = self.config
-            self._phonetic = BM25Index([p.text for p in self.passages],
+            self._phonetic = BM25Index([p.indexed for p in self.passages],
                                        tokenizer(c.phonetic_encoder, c.phonetic_ngram, c.stopwords, c.min_token_len),
                                        engine=c.bm25_engine)
         return self._phonetic
