@@ -172,7 +172,8 @@ def test_an_llm_url_that_is_no_http_url_exits_2(small_kb, tmp_path, capsys, url,
     # before: a warning, then every answer's reason was llm_connection_lost
     code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--llm-url", url,
                          "--cache-dir", str(tmp_path)], capsys)
-    assert code == 2 and f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {shown}" in err
+    assert code == 2 and f"error: --llm-url: llm.url must be empty (start the packaged model) or an http(s):// URL, got {shown}" in err
+    assert "params.yaml" not in err  # before: the error blamed the params file
 
 
 def test_say_into_a_folder_exits_2_before_the_turn_is_kept(small_kb, tmp_path, capsys):
@@ -195,3 +196,41 @@ def test_ask_an_empty_question_exits_2(question, capsys):
 
     assert main(["ask", question]) == 2
     assert "the question is empty" in capsys.readouterr().err
+
+
+def test_options_that_were_silently_ignored_exit_2(small_kb, tmp_path, capsys):
+    # a bad-input pass (2026-12-03): a --cache-dir that is a file was ignored, --caller "" meant no caller
+    (tmp_path / "file").write_text("x")
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb),
+                         "--cache-dir", str(tmp_path / "file")], capsys)
+    assert (code, err) == (2, f"error: --cache-dir {tmp_path / 'file'}: a file, not a folder\n")
+    code, err = run_cli(["ask", "what time do you open on saturday", "--session", "s1", "--caller", " "], capsys)
+    assert (code, err) == (2, "error: --caller is empty: give the caller's id, or leave the option out\n")
+
+
+def test_ctrl_c_while_the_kb_is_embedded_exits_130_without_a_traceback(small_kb, tmp_path, capsys, monkeypatch):
+    import rag.retrieval.kb_cache
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rag.retrieval.kb_cache, "open_kb", interrupted)
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb)], capsys)
+    assert (code, err) == (130, "interrupted\n")
+
+
+def test_a_korean_question_is_answered_from_the_given_kb(tmp_path, capsys):
+    # before: --kb was ignored on the Korean track and the answer came from KorQuAD
+    from rag.ko.answer import ABSTAIN
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "clinic.md").write_text("# 진료 시간\n\n평일에는 오전 9시부터 오후 6시까지 진료합니다.\n\n"
+                                  "# 주차\n\n주차는 2시간 무료입니다.\n\n# 예약\n\n예약은 전화로만 받습니다.\n", encoding="utf-8")
+    (kb / "pharmacy.md").write_text("# 약국\n\n약국은 1층에 있습니다.\n", encoding="utf-8")
+    with Stub(json.dumps({"answer": "주차는 2시간 무료입니다.", "citations": ["1"]}, ensure_ascii=False)) as stub:
+        assert main(["ask", "주차는 몇 시간 무료인가요", "--kb", str(kb), "--llm-url", stub.url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("답변: 주차는 2시간 무료입니다.\n인용: [문서 1]\n")
+    assert "\n[문서 1] clinic#2 주차 (BM25 " in out  # the KB's paragraph, titled with its heading
+    assert ABSTAIN not in out and "질문: 주차는 몇 시간 무료인가요" in stub.requests[0]["messages"][-1]["content"]
