@@ -23,6 +23,7 @@ import re
 import signal
 import sys
 import unicodedata
+import warnings
 from pathlib import Path
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
@@ -118,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
+    warnings.showwarning = lambda message, *_, **__: _warn(str(message))  # one line, not Python's file:line + source
     if args.command == "compare":
         return _compare()
 

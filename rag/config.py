@@ -137,17 +137,18 @@ def hybrid_config(p: Mapping) -> HybridConfig:
     """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor / engine, phonetic list,
     the dense index (exact | hnsw and its m, ef_construction, ef_search)."""
     r = p["retrieval"]
-    def num(key, kind=float):
-        return number(p, "retrieval", key, kind)
+    def num(key, kind=float, **bounds):
+        return number(p, "retrieval", key, kind, **bounds)
 
-    return HybridConfig(rrf_k=num("rrf_k", int), depth=num("depth", int),
-                        weights=(num("weight_dense"), num("weight_bm25")),
+    # an RRF weight must be finite (.inf made every fused score inf: a scikit-learn error deep inside the gate)
+    return HybridConfig(rrf_k=num("rrf_k", int, at_least=0), depth=num("depth", int, at_least=1),
+                        weights=(num("weight_dense", at_least=0), num("weight_bm25", at_least=0)),
                         stopwords=frozenset(words(p, "retrieval", "stopwords")) if r["use_stopwords"] else frozenset(),
                         min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
-                        phonetic_weight=num("phonetic_weight"), phonetic_encoder=str(r["phonetic_encoder"]),
-                        phonetic_ngram=num("phonetic_ngram", int), index=str(r["index"]),
-                        hnsw=(number(p, "retrieval", "hnsw_m", int), number(p, "retrieval", "hnsw_ef_construction", int),
-                              number(p, "retrieval", "hnsw_ef_search", int)),
+                        phonetic_weight=num("phonetic_weight", at_least=0), phonetic_encoder=str(r["phonetic_encoder"]),
+                        phonetic_ngram=num("phonetic_ngram", int, at_least=0), index=str(r["index"]),
+                        hnsw=(num("hnsw_m", int, at_least=2), num("hnsw_ef_construction", int, at_least=1),
+                              num("hnsw_ef_search", int, at_least=1)),
                         bm25_engine=str(r["bm25_engine"]))
 
 

@@ -137,6 +137,10 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("memory", "max_turns", 0, "memory.max_turns must be a finite number >= 1, got 0"),
     ("answer", "max_len", 0, "answer.max_len must be a finite number >= 1, got 0"),
     ("retrieval", "k", 0, "retrieval.k (passages retrieved) must be at least 1, got 0"),
+    # a bad-input pass (2026-12-03): .inf became a scikit-learn error inside the gate, a negative RRF k divided by 0
+    ("retrieval", "weight_bm25", float("inf"), "retrieval.weight_bm25 must be a finite number >= 0, got inf"),
+    ("retrieval", "rrf_k", -1, "retrieval.rrf_k must be a finite number >= 0, got -1"),
+    ("retrieval", "depth", 0, "retrieval.depth must be a finite number >= 1, got 0"),
     ("retrieval", "store", "mysql://x", "retrieval.store must be empty or a postgresql:// URL, got mysql://..."),
     ("verify", "slots", {"day": ["monday"]}, "verify.slots.day must map a value to its terms, got ['monday']"),
 ])
@@ -234,3 +238,14 @@ def test_a_korean_question_is_answered_from_the_given_kb(tmp_path, capsys):
     assert out.startswith("답변: 주차는 2시간 무료입니다.\n인용: [문서 1]\n")
     assert "\n[문서 1] clinic#2 주차 (BM25 " in out  # the KB's paragraph, titled with its heading
     assert ABSTAIN not in out and "질문: 주차는 몇 시간 무료인가요" in stub.requests[0]["messages"][-1]["content"]
+
+
+def test_a_library_warning_is_one_line_naming_the_file(small_kb, tmp_path, capsys):
+    # a bad-input pass (2026-12-03): a sentence longer than the embedder reads came as Python's UserWarning with
+    # the library's file:line and source line
+    (small_kb / "kb-long.md").write_text("# Long\n\nThe garden " + "and the lawn " * 100 + "is open daily.\n")
+    code, err = run_cli(["ask", "is the garden open daily", "--kb", str(small_kb), "--llm-url", "http://127.0.0.1:9",
+                         "--cache-dir", str(tmp_path)], capsys)
+    first = err.splitlines()[0]
+    assert code == 0 and first.startswith(f"warning: {small_kb / 'kb-long.md'}: paragraph 1: a sentence of 308 tokens")
+    assert "UserWarning" not in err and "chunk.py" not in err

@@ -196,13 +196,17 @@ def _read(f: Path) -> str:
 # editors that a rendered page never shows, so never indexed or said ("<!-- staff discount code 1234 -->").
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n.*?^(?:---|\.\.\.)[ \t]*$", re.S | re.M)
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+# A thematic break ("---", "***", "_ _ _" on a line of its own after a blank line) draws a rule: nothing to say.
+# Directly under a line of text, "---" underlines a heading (setext) and is left alone.
+_THEMATIC_BREAK = re.compile(r"(?:\A|(?<=\n\n)|(?<=\n\r\n))[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*(?=\r?\n|\Z)")
 
 
 def unrendered(text: str) -> str:
-    """``text`` with its YAML front matter and HTML comments blanked: each replaced by its own line breaks, so the
-    lines after keep their numbers (errors and quarantine reports name file:line). An unclosed comment runs to the
-    end of the file, as a browser reads it."""
-    return _HTML_COMMENT.sub(_line_breaks, _FRONT_MATTER.sub(_line_breaks, text))
+    """``text`` with its YAML front matter, HTML comments and thematic breaks blanked: each replaced by its own line
+    breaks, so the lines after keep their numbers (errors and quarantine reports name file:line). An unclosed comment
+    runs to the end of the file, as a browser reads it."""
+    text = _HTML_COMMENT.sub(_line_breaks, _FRONT_MATTER.sub(_line_breaks, text))
+    return _THEMATIC_BREAK.sub("", text)
 
 
 def _line_breaks(m: re.Match) -> str:
@@ -210,17 +214,23 @@ def _line_breaks(m: re.Match) -> str:
 
 
 def kb_files(folder: str | Path) -> list[Path]:
-    """The ``*.md`` files of a KB folder, in name order. Raises InputError if the folder is missing, holds no .md
-    file, or one of them is not a readable file."""
+    """The Markdown files of a KB folder (suffix ``.md`` in any case: ``.MD`` too), in name order; hidden files
+    (``.notes.md``, an editor's ``.#draft.md``) and subfolders are not read. Raises InputError if the folder is
+    missing, holds no Markdown file, one of them is not a readable file, or two names differ only in the suffix's
+    case (``faq.md`` and ``faq.MD``: one document id)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: knowledge-base folder not found")
-    files = sorted(folder.glob("*.md"))
+    files = sorted(f for f in folder.iterdir() if f.suffix.lower() == ".md" and not f.name.startswith("."))
     if not files:
         raise InputError(f"{folder}: no .md files")
+    seen: dict[str, Path] = {}
     for f in files:
         if not f.is_file():
             raise InputError(f"{f}: not a readable file (a folder or a broken link)")
+        if f.stem in seen:
+            raise InputError(f"{f}: same document id {f.stem!r} as {seen[f.stem].name} (rename one)")
+        seen[f.stem] = f
     return files
 
 
@@ -243,12 +253,12 @@ def chunk_folder(folder: str | Path, allow_instructions: bool = False) -> list[P
 
 
 def load_kb(folder: str | Path, allow_instructions: bool = False) -> dict[str, str]:
-    """``{doc name: full text}`` of every ``*.md`` in ``folder`` (the form `rag.voice.verify` takes), read as
+    """``{doc name: full text}`` of every Markdown file of ``folder`` (`kb_files`) (the form `rag.voice.verify` takes), read as
     ``utf-8-sig`` and normalised like the passages (`rag.io.normalise_text`). Unless ``allow_instructions``,
     a document with quarantined paragraphs (`blocks`) is its other blocks joined by blank lines (LF line ends),
     so no sentence of a quarantined paragraph is a candidate or verifies an answer; other documents are as read."""
     out = {}
-    for p in sorted(Path(folder).glob("*.md")):
+    for p in kb_files(folder):
         text = normalise_text(_read(p))
         bs = [] if allow_instructions else blocks(text)
         out[p.stem] = "\n\n".join(b.raw for b in bs if not b.cue) if any(b.cue for b in bs) else text
