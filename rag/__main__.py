@@ -148,11 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
             if track == "voice" and args.kb is None:
                 args.kb = CLINIC_KB
-            if track == "ko" and (args.session or args.say):
-                raise InputError("--session and --say are for the voice track (English) only")
+            if track == "ko":
+                _check_ko_args(question, args)
             if args.say and Path(args.say).is_dir():  # checked before the turn is answered or kept in memory
                 raise InputError(f"--say {args.say}: a folder; give the WAV file to write")
-            return _ask_ko(question, p, args.kb) if track == "ko" else _ask_voice(question, p, args, heard)
+            return _ask_ko(question, p, args) if track == "ko" else _ask_voice(question, p, args, heard)
         if args.command == "chat":
             return _chat(p, args)
         return _run(p, args)
@@ -196,16 +196,35 @@ def _use_llm_url(p: dict, url: str) -> None:
 
 
 def _check_args(args) -> None:
-    """Raises InputError for an option that would otherwise be ignored: a ``--cache-dir`` that is a file, an empty
-    ``--caller``."""
+    """Raises InputError for an option that would otherwise be ignored or misread: an empty ``--kb``, ``--cache-dir``,
+    ``--llm-url`` or ``--caller`` (an empty --kb read the current folder, an empty --cache-dir the home cache), a
+    ``--cache-dir`` that is a file or lies under one."""
     from rag.io import InputError
 
+    for option in ("kb", "cache_dir", "llm_url", "caller"):
+        value = getattr(args, option, None)
+        if value is not None and not value.strip():
+            raise InputError(f"--{option.replace('_', '-')} is empty: give a value, or leave the option out")
     cache = getattr(args, "cache_dir", None)
-    if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
-        raise InputError(f"--cache-dir {cache}: a file, not a folder")
-    caller = getattr(args, "caller", None)
-    if caller is not None and not caller.strip():
-        raise InputError("--caller is empty: give the caller's id, or leave the option out")
+    if cache is not None:
+        there = next(d for d in (Path(cache), *Path(cache).absolute().parents) if d.exists())
+        if not there.is_dir():
+            raise InputError(f"--cache-dir {cache}: " + ("a file, not a folder" if there == Path(cache) else
+                                                         f"{there} is a file, not a folder"))
+
+
+def _check_ko_args(question: str, args) -> None:
+    """Raises InputError for what the Korean track cannot do: a question without Hangul (``--track ko`` on English:
+    the Korean sentence rules misread "a.m."), or an option only the voice track reads."""
+    from rag.io import InputError
+
+    if not _HANGUL.search(question):
+        raise InputError("--track ko needs a Korean question (Hangul); English questions go to the voice track")
+    voice_only = [f"--{o}" for o in ("session", "say", "context", "caller") if getattr(args, o)]
+    if args.gate != str(ROOT / "models" / "gate.json"):
+        voice_only.append("--gate")
+    if voice_only:
+        raise InputError(f"{', '.join(voice_only)}: for the voice track (English) only")
 
 
 def _params(path: str) -> dict:
@@ -357,18 +376,26 @@ def _compare() -> int:
 def _ko_passages(p: dict, kb: str | None) -> list[dict]:
     """The passages (``_id``, ``title``, ``text``) a Korean question is answered from: the paragraphs of the KB
     folder ``kb`` (title = the nearest heading, `rag.retrieval.chunk.chunk_folder`), or KorQuAD's passages in
-    ``ko.data_dir`` when ``kb`` is None. Raises InputError as those readers do."""
-    from rag.io import read_jsonl
+    ``ko.data_dir`` when ``kb`` is None. Raises InputError as those readers do, and naming both ways when KorQuAD's
+    passages were never prepared."""
+    from rag.io import InputError, read_jsonl
 
     if kb is None:
-        return read_jsonl(Path(p["ko"]["data_dir"]) / "passages.jsonl", required=["_id", "title", "text"])
+        path = Path(p["ko"]["data_dir"]) / "passages.jsonl"
+        if not path.is_file():
+            raise InputError(f"{path}: KorQuAD passages not prepared (`make repro` prepares them from the data "
+                             "README's first paragraph names), or answer from your own folder with --kb FOLDER")
+        return read_jsonl(path, required=["_id", "title", "text"])
     from rag.retrieval.chunk import chunk_folder
     from rag.voice import quarantine
 
     return [{"_id": x.id, "title": x.heading, "text": x.text} for x in chunk_folder(kb, quarantine.allowed(p))]
 
 
-def _ask_ko(question: str, p: dict, kb: str | None = None) -> int:
+def _ask_ko(question: str, p: dict, args) -> int:
+    """One Korean question: BM25 over Kiwi morphemes on `_ko_passages`, the top ``ko_gen.cli_top_k`` shown to the LLM
+    (`rag.ko.answer.answer_ko`); the reply, its citations and the evidence printed (``--json``: as one object)."""
+    from rag.config import number
     from rag.ko import tokenize as korean
     from rag.ko.answer import KoSettings, answer_ko, focus
     from rag.voice.pipeline import llm_url
@@ -376,7 +403,12 @@ def _ask_ko(question: str, p: dict, kb: str | None = None) -> int:
     from rag.bench.squad import passage_text
 
     ko, g = p["ko"], p["ko_gen"]
-    passages = _ko_passages(p, kb)
+    for key, kind, bounds in (("cli_top_k", int, {"at_least": 1}), ("passage_max_chars", int, {"at_least": 2}),
+                              ("max_len", int, {"at_least": 1}), ("bm25_k1", float, {"at_least": 0}),
+                              ("min_question_share", float, {"at_least": 0, "at_most": 1})):
+        number(p, "ko_gen", key, kind, **bounds)
+    number(p, "ko", "bm25_b", at_least=0, at_most=1)
+    passages = _ko_passages(p, args.kb)
     index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], korean.kiwi_tokens,
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
     top = index.top_k(question, int(g["cli_top_k"]))
@@ -386,6 +418,12 @@ def _ask_ko(question: str, p: dict, kb: str | None = None) -> int:
     with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}, _warn) as url:
         res = answer_ko(url, question, shown, s)
     final = res["final"]
+    if args.json:
+        print(json.dumps({"question": question, "kb": args.kb, **final, "llm_raw": res["raw"], "llm_error": res["error"],
+                          "retrieved": [{"n": n, "id": passages[i]["_id"], "title": passages[i]["title"],
+                                         "bm25": score, "shown": shown[n - 1]} for n, (i, score) in enumerate(top, 1)]},
+                         indent=2, ensure_ascii=False))
+        return 0
     print(f"답변: {final['say']}")
     print(f"인용: {', '.join(c if c == 'none' else f'[문서 {c}]' for c in final['citations'])}")
     print(f"상태: {final['status']} ({final['reason']}); LLM raw: {res['raw']!r}")

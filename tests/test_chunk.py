@@ -67,8 +67,12 @@ def test_front_matter_and_html_comments_are_never_indexed_or_said(tmp_path):
     # "---" further down is a horizontal rule, not front matter
     (tmp_path / "pharmacy.md").write_text("# P\n\nOpen daily.\n\n---\n\nClosed on holidays.\n", encoding="utf-8")
     assert [p.text for p in chunk_folder(tmp_path)] == ["Open daily.", "Closed on holidays."]  # before: "---" was said
-    (tmp_path / "pharmacy.md").write_text("# P\n\nOpen daily.\n\n* * *\n\n___\n\nClosed on holidays.\n---\n")
-    assert [p.text for p in chunk_folder(tmp_path)] == ["Open daily.", "Closed on holidays. ---"]  # a setext underline
+    # a rule directly under text, in a list, or twice; "text" over "---" / "===" is a heading (CommonMark, setext)
+    (tmp_path / "pharmacy.md").write_text("# P\n---\nOpen daily.\n* * *\nClosed on Sunday.\n- - -\n\n- item one\n"
+                                          "- - -\n- item two\n---\n---\n\nRefills\n=======\nAllow 3 days.\n")
+    assert [(p.text, p.heading) for p in chunk_folder(tmp_path)] == [
+        ("Open daily.", "P"), ("Closed on Sunday.", "P"), ("- item one", "P"), ("- item two", "P"),
+        ("Allow 3 days.", "Refills")]
     assert quarantine_report(tmp_path) == []
 
 
@@ -82,4 +86,26 @@ def test_which_files_of_a_folder_are_read(tmp_path):
     assert list(load_kb(tmp_path)) == ["Notes"]
     (tmp_path / "Notes.md").write_text("# Notes\n\nOpen late on Fridays.\n")
     with pytest.raises(InputError, match=r"Notes.md: same document id 'Notes' as Notes.MD \(rename one\)"):
+        chunk_folder(tmp_path)
+
+
+def test_folder_errors_name_what_is_wrong(tmp_path, monkeypatch):
+    # a bad-input pass (2026-12-03): a file given as the folder was "not found"; a folder named "old.md" stopped the
+    # KB; an unreadable file was a traceback
+    (tmp_path / "a.md").write_text("# A\n\nOpen daily.\n")
+    with pytest.raises(InputError, match="a.md: a file, not a knowledge-base folder"):
+        chunk_folder(tmp_path / "a.md")
+    (tmp_path / "old.md").mkdir()
+    assert [p.id for p in chunk_folder(tmp_path)] == ["a#1"]
+    from pathlib import Path
+
+    real = Path.read_text
+
+    def unreadable(self, *args, **kwargs):
+        if self.name == "a.md":
+            raise PermissionError(13, "Permission denied")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    with pytest.raises(InputError, match=r"a.md: cannot read \(Permission denied\)"):
         chunk_folder(tmp_path)
