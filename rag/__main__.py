@@ -11,7 +11,8 @@ a memory store (`rag.memory`; ``ask --session`` adds one turn to a call, ``forge
 the question as audio (any format PyAV decodes), transcribed by params.yaml ``speech.engine`` or ``--asr``
 (`rag.voice.asr`); ``--say`` speaks the reply into a WAV with piper (`rag.voice.tts`). The KB is
 embedded once and cached by content hash (`rag.retrieval.kb_cache`). Bad input exits 2 with one line naming the file and
-line. Korean: BM25 over Kiwi morphemes on ``ko.data_dir``/passages.jsonl, `rag.ko.answer`.
+line. Korean: BM25 over Kiwi morphemes on ``--kb``'s paragraphs (each led by its heading) or, without ``--kb``, on
+``ko.data_dir``/passages.jsonl; `rag.ko.answer`.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import re
 import signal
 import sys
 import unicodedata
+import warnings
 from pathlib import Path
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
@@ -30,6 +32,7 @@ COMPARE_TABLES = ("metrics/ko/retrieval.md", "metrics/voice/compare.md")
 STATUSES = ("Statuses: llm = the model's answer, verified against the cited document (reason verified); extractive = "
             "a KB sentence said instead (the reason says why); refused = the caller is transferred (gate score under "
             "tau, or nothing verifiable to say).")
+CLINIC_KB = str(ROOT / "fixtures" / "voice" / "kb")  # --kb's default on the voice track
 PATH_KEYS = (("select", "model_dir"), ("ko", "data_dir"))  # params paths, relative to the params file's folder
 
 
@@ -74,8 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     ask_p.add_argument("--say", metavar="OUT.wav", help="also speak the reply into this WAV (piper joe-us voice, "
                                                         "22,050 Hz mono 16-bit)")
     asr_engine(ask_p)
-    ask_p.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
-                       help="folder of *.md files (default: the clinic KB)")
+    ask_p.add_argument("--kb", help="folder of *.md files (default: the clinic KB; for a Korean question, the "
+                                    "KorQuAD passages of params.yaml ko.data_dir)")
     turn = ask_p.add_mutually_exclusive_group()
     turn.add_argument("--context", help="the previous question, for a follow-up (\"and on sunday?\")")
     turn.add_argument("--session", help="a call's id: the question is resolved against the call's earlier turns "
@@ -88,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
                           "for a cat\") are resolved from the call's earlier turns; one with nothing before it gets a "
                           "clarifying question. Turns are kept in memory.url ($RAG_MEMORY_URL; default an embedded "
                           "SQLite file in the cache folder) for memory.ttl_min minutes.")
-    chat.add_argument("--kb", default=str(ROOT / "fixtures" / "voice" / "kb"),
+    chat.add_argument("--kb", default=CLINIC_KB,
                       help="folder of *.md files (default: the clinic KB)")
     chat.add_argument("--session", help="continue this call (default: a new id, printed)")
     chat.add_argument("--caller", help="the caller's id (e.g. phone number), stored only as a keyed hash. When the "
@@ -116,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
+    warnings.showwarning = lambda message, *_, **__: _warn(str(message))  # one line, not Python's file:line + source
     if args.command == "compare":
         return _compare()
 
@@ -125,13 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
+        _check_args(args)
         p = _params(args.params)
         if args.command == "forget":
             return _forget(p, args)
         if args.command == "index":
             return _index(p, args)
         if args.llm_url:
-            p["llm"]["url"] = args.llm_url
+            _use_llm_url(p, args.llm_url)
         if args.command == "ask":
             if (args.question is None) == (args.wav is None):
                 raise InputError("give the question as text or as --wav FILE (one of the two)")
@@ -141,11 +146,13 @@ def main(argv: list[str] | None = None) -> int:
                 # only spaces and invisible format characters (U+200B, U+FEFF): nothing was asked
                 raise InputError(f"{args.wav}: the recogniser heard nothing" if heard else "the question is empty")
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
-            if track == "ko" and (args.session or args.say):
-                raise InputError("--session and --say are for the voice track (English) only")
+            if track == "voice" and args.kb is None:
+                args.kb = CLINIC_KB
+            if track == "ko":
+                _check_ko_args(question, args)
             if args.say and Path(args.say).is_dir():  # checked before the turn is answered or kept in memory
                 raise InputError(f"--say {args.say}: a folder; give the WAV file to write")
-            return _ask_ko(question, p) if track == "ko" else _ask_voice(question, p, args, heard)
+            return _ask_ko(question, p, args) if track == "ko" else _ask_voice(question, p, args, heard)
         if args.command == "chat":
             return _chat(p, args)
         return _run(p, args)
@@ -168,6 +175,56 @@ def main(argv: list[str] | None = None) -> int:
     except (ConnectionError, LookupError) as e:  # the KB store (retrieval.store / $RAG_KB_STORE) is down or lacks the KB
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C while the KB is embedded or a question is answered: no traceback
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _use_llm_url(p: dict, url: str) -> None:
+    """``p``'s ``llm.url`` set to ``--llm-url``; raises InputError naming the option (not the params file) when
+    `rag.config.check` rejects it."""
+    from rag import config
+    from rag.io import InputError
+
+    p["llm"]["url"] = url
+    try:
+        config.check(p)
+    except ValueError as e:
+        if str(e).startswith("llm.url"):
+            raise InputError(f"--llm-url: {e}") from None
+        raise
+
+
+def _check_args(args) -> None:
+    """Raises InputError for an option that would otherwise be ignored or misread: an empty ``--kb``, ``--cache-dir``,
+    ``--llm-url`` or ``--caller`` (an empty --kb read the current folder, an empty --cache-dir the home cache), a
+    ``--cache-dir`` that is a file or lies under one."""
+    from rag.io import InputError
+
+    for option in ("kb", "cache_dir", "llm_url", "caller"):
+        value = getattr(args, option, None)
+        if value is not None and not value.strip():
+            raise InputError(f"--{option.replace('_', '-')} is empty: give a value, or leave the option out")
+    cache = getattr(args, "cache_dir", None)
+    if cache is not None:
+        there = next(d for d in (Path(cache), *Path(cache).absolute().parents) if d.exists())
+        if not there.is_dir():
+            raise InputError(f"--cache-dir {cache}: " + ("a file, not a folder" if there == Path(cache) else
+                                                         f"{there} is a file, not a folder"))
+
+
+def _check_ko_args(question: str, args) -> None:
+    """Raises InputError for what the Korean track cannot do: a question without Hangul (``--track ko`` on English:
+    the Korean sentence rules misread "a.m."), or an option only the voice track reads."""
+    from rag.io import InputError
+
+    if not _HANGUL.search(question):
+        raise InputError("--track ko needs a Korean question (Hangul); English questions go to the voice track")
+    voice_only = [f"--{o}" for o in ("session", "say", "context", "caller") if getattr(args, o)]
+    if args.gate != str(ROOT / "models" / "gate.json"):
+        voice_only.append("--gate")
+    if voice_only:
+        raise InputError(f"{', '.join(voice_only)}: for the voice track (English) only")
 
 
 def _params(path: str) -> dict:
@@ -316,16 +373,42 @@ def _compare() -> int:
     return 0
 
 
-def _ask_ko(question: str, p: dict) -> int:
+def _ko_passages(p: dict, kb: str | None) -> list[dict]:
+    """The passages (``_id``, ``title``, ``text``) a Korean question is answered from: the paragraphs of the KB
+    folder ``kb`` (title = the nearest heading, `rag.retrieval.chunk.chunk_folder`), or KorQuAD's passages in
+    ``ko.data_dir`` when ``kb`` is None. Raises InputError as those readers do, and naming both ways when KorQuAD's
+    passages were never prepared."""
+    from rag.io import InputError, read_jsonl
+
+    if kb is None:
+        path = Path(p["ko"]["data_dir"]) / "passages.jsonl"
+        if not path.is_file():
+            raise InputError(f"{path}: KorQuAD passages not prepared (`make repro` prepares them from the data "
+                             "README's first paragraph names), or answer from your own folder with --kb FOLDER")
+        return read_jsonl(path, required=["_id", "title", "text"])
+    from rag.retrieval.chunk import chunk_folder
+    from rag.voice import quarantine
+
+    return [{"_id": x.id, "title": x.heading, "text": x.text} for x in chunk_folder(kb, quarantine.allowed(p))]
+
+
+def _ask_ko(question: str, p: dict, args) -> int:
+    """One Korean question: BM25 over Kiwi morphemes on `_ko_passages`, the top ``ko_gen.cli_top_k`` shown to the LLM
+    (`rag.ko.answer.answer_ko`); the reply, its citations and the evidence printed (``--json``: as one object)."""
+    from rag.config import number
     from rag.ko import tokenize as korean
-    from rag.io import read_jsonl
     from rag.ko.answer import KoSettings, answer_ko, focus
     from rag.voice.pipeline import llm_url
     from rag.retrieval.indexes import BM25Index
     from rag.bench.squad import passage_text
 
     ko, g = p["ko"], p["ko_gen"]
-    passages = read_jsonl(Path(ko["data_dir"]) / "passages.jsonl", required=["_id", "title", "text"])
+    for key, kind, bounds in (("cli_top_k", int, {"at_least": 1}), ("passage_max_chars", int, {"at_least": 2}),
+                              ("max_len", int, {"at_least": 1}), ("bm25_k1", float, {"at_least": 0}),
+                              ("min_question_share", float, {"at_least": 0, "at_most": 1})):
+        number(p, "ko_gen", key, kind, **bounds)
+    number(p, "ko", "bm25_b", at_least=0, at_most=1)
+    passages = _ko_passages(p, args.kb)
     index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], korean.kiwi_tokens,
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
     top = index.top_k(question, int(g["cli_top_k"]))
@@ -335,6 +418,12 @@ def _ask_ko(question: str, p: dict) -> int:
     with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}, _warn) as url:
         res = answer_ko(url, question, shown, s)
     final = res["final"]
+    if args.json:
+        print(json.dumps({"question": question, "kb": args.kb, **final, "llm_raw": res["raw"], "llm_error": res["error"],
+                          "retrieved": [{"n": n, "id": passages[i]["_id"], "title": passages[i]["title"],
+                                         "bm25": score, "shown": shown[n - 1]} for n, (i, score) in enumerate(top, 1)]},
+                         indent=2, ensure_ascii=False))
+        return 0
     print(f"답변: {final['say']}")
     print(f"인용: {', '.join(c if c == 'none' else f'[문서 {c}]' for c in final['citations'])}")
     print(f"상태: {final['status']} ({final['reason']}); LLM raw: {res['raw']!r}")

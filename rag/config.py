@@ -22,17 +22,18 @@ from rag.voice.verify import VerifyRules, split_sentences
 
 
 def number(p: Mapping, section: str, key: str, kind: type = float, above: float | None = None,
-           at_least: float | None = None, below: float | None = None) -> float | int:
+           at_least: float | None = None, below: float | None = None, at_most: float | None = None) -> float | int:
     """``p[section][key]`` as ``kind``; ValueError naming ``section.key`` unless it is a (non-bool) number, for
     ``kind`` int a whole and finite one (``2.5``, ``.inf``, ``.nan`` are not counts), and within the bounds given
-    (``above`` / ``below`` exclusive, ``at_least`` inclusive; a bounded value must be finite)."""
+    (``above`` / ``below`` exclusive, ``at_least`` / ``at_most`` inclusive; a bounded value must be finite)."""
     v = p[section][key]
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{section}.{key} must be a number, got {v!r}")
     if kind is int and not (math.isfinite(v) and float(v).is_integer()):
         raise ValueError(f"{section}.{key} must be a whole number, got {v!r}")
     limits = [(bound, sign, holds) for bound, sign, holds in ((above, ">", operator.gt), (at_least, ">=", operator.ge),
-                                                              (below, "<", operator.lt)) if bound is not None]
+                                                              (below, "<", operator.lt), (at_most, "<=", operator.le))
+              if bound is not None]
     if limits and not (math.isfinite(v) and all(holds(v, bound) for bound, _, holds in limits)):
         raise ValueError(f"{section}.{key} must be a finite number "
                          f"{' and '.join(f'{sign} {bound}' for bound, sign, _ in limits)}, got {v!r}")
@@ -81,13 +82,27 @@ def redact_url(url: object) -> str:
     return url.split("://")[0] + "://..." if isinstance(url, str) and "://" in url else repr(url)
 
 
+def is_http_url(url: str) -> bool:
+    """Whether ``url`` is an http(s) URL with a host, a valid port (0-65535) and no whitespace."""
+    from urllib.parse import urlsplit
+
+    if re.search(r"\s", url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (ValueError for a port that is no number in 0-65535)
+    except ValueError:  # "http://[::1" (an unclosed IPv6 bracket), "http://x:99999"
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def check(p: Mapping) -> None:
     """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
     TypeError naming the key) before any model is started or called: ``llm.url`` empty or an http(s) URL, and
     ``llm.local_model`` a `rag.llm.registry.MODELS` name when it is empty; ``retrieval.store`` empty or a
     PostgreSQL URL; what the caller hears (``answer.refusal``, ``memory.clarify``) non-empty text."""
     url = p["llm"]["url"]
-    if not isinstance(url, str) or (url and not re.match(r"https?://[^/\s]+", url)):
+    if not isinstance(url, str) or (url and not is_http_url(url)):
         raise ValueError(f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {url!r}")
     store = p["retrieval"].get("store") or ""
     if not isinstance(store, str) or (store and not is_postgres_url(store)):
@@ -137,17 +152,18 @@ def hybrid_config(p: Mapping) -> HybridConfig:
     """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor / engine, phonetic list,
     the dense index (exact | hnsw and its m, ef_construction, ef_search)."""
     r = p["retrieval"]
-    def num(key, kind=float):
-        return number(p, "retrieval", key, kind)
+    def num(key, kind=float, **bounds):
+        return number(p, "retrieval", key, kind, **bounds)
 
-    return HybridConfig(rrf_k=num("rrf_k", int), depth=num("depth", int),
-                        weights=(num("weight_dense"), num("weight_bm25")),
+    # an RRF weight must be finite (.inf made every fused score inf: a scikit-learn error deep inside the gate)
+    return HybridConfig(rrf_k=num("rrf_k", int, at_least=0), depth=num("depth", int, at_least=1),
+                        weights=(num("weight_dense", at_least=0), num("weight_bm25", at_least=0)),
                         stopwords=frozenset(words(p, "retrieval", "stopwords")) if r["use_stopwords"] else frozenset(),
                         min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
-                        phonetic_weight=num("phonetic_weight"), phonetic_encoder=str(r["phonetic_encoder"]),
-                        phonetic_ngram=num("phonetic_ngram", int), index=str(r["index"]),
-                        hnsw=(number(p, "retrieval", "hnsw_m", int), number(p, "retrieval", "hnsw_ef_construction", int),
-                              number(p, "retrieval", "hnsw_ef_search", int)),
+                        phonetic_weight=num("phonetic_weight", at_least=0), phonetic_encoder=str(r["phonetic_encoder"]),
+                        phonetic_ngram=num("phonetic_ngram", int, at_least=0), index=str(r["index"]),
+                        hnsw=(num("hnsw_m", int, at_least=2), num("hnsw_ef_construction", int, at_least=1),
+                              num("hnsw_ef_search", int, at_least=1)),
                         bm25_engine=str(r["bm25_engine"]))
 
 

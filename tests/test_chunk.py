@@ -66,4 +66,46 @@ def test_front_matter_and_html_comments_are_never_indexed_or_said(tmp_path):
     assert text.splitlines()[13].startswith("Ignore all previous")
     # "---" further down is a horizontal rule, not front matter
     (tmp_path / "pharmacy.md").write_text("# P\n\nOpen daily.\n\n---\n\nClosed on holidays.\n", encoding="utf-8")
-    assert [p.text for p in chunk_folder(tmp_path)] == ["Open daily.", "---", "Closed on holidays."]
+    assert [p.text for p in chunk_folder(tmp_path)] == ["Open daily.", "Closed on holidays."]  # before: "---" was said
+    # a rule directly under text, in a list, or twice; "text" over "---" / "===" is a heading (CommonMark, setext)
+    (tmp_path / "pharmacy.md").write_text("# P\n---\nOpen daily.\n* * *\nClosed on Sunday.\n- - -\n\n- item one\n"
+                                          "- - -\n- item two\n---\n---\n\nRefills\n=======\nAllow 3 days.\n")
+    assert [(p.text, p.heading) for p in chunk_folder(tmp_path)] == [
+        ("Open daily.", "P"), ("Closed on Sunday.", "P"), ("- item one", "P"), ("- item two", "P"),
+        ("Allow 3 days.", "Refills")]
+    assert quarantine_report(tmp_path) == []
+
+
+def test_which_files_of_a_folder_are_read(tmp_path):
+    # a bad-input pass (2026-12-03): "Notes.MD" was skipped silently, ".draft.md" was indexed and said
+    (tmp_path / "Notes.MD").write_text("# Notes\n\nWe close at noon on Christmas Eve.\n")
+    (tmp_path / ".draft.md").write_text("# Draft\n\nEverything is free.\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "more.md").write_text("# More\n\nParking is free.\n")
+    assert [(p.id, p.text) for p in chunk_folder(tmp_path)] == [("Notes#1", "We close at noon on Christmas Eve.")]
+    assert list(load_kb(tmp_path)) == ["Notes"]
+    (tmp_path / "Notes.md").write_text("# Notes\n\nOpen late on Fridays.\n")
+    with pytest.raises(InputError, match=r"Notes.md: same document id 'Notes' as Notes.MD \(rename one\)"):
+        chunk_folder(tmp_path)
+
+
+def test_folder_errors_name_what_is_wrong(tmp_path, monkeypatch):
+    # a bad-input pass (2026-12-03): a file given as the folder was "not found"; a folder named "old.md" stopped the
+    # KB; an unreadable file was a traceback
+    (tmp_path / "a.md").write_text("# A\n\nOpen daily.\n")
+    with pytest.raises(InputError, match="a.md: a file, not a knowledge-base folder"):
+        chunk_folder(tmp_path / "a.md")
+    (tmp_path / "old.md").mkdir()
+    assert [p.id for p in chunk_folder(tmp_path)] == ["a#1"]
+    from pathlib import Path
+
+    real = Path.read_text
+
+    def unreadable(self, *args, **kwargs):
+        if self.name == "a.md":
+            raise PermissionError(13, "Permission denied")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    with pytest.raises(InputError, match=r"a.md: cannot read \(Permission denied\)"):
+        chunk_folder(tmp_path)

@@ -137,6 +137,10 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("memory", "max_turns", 0, "memory.max_turns must be a finite number >= 1, got 0"),
     ("answer", "max_len", 0, "answer.max_len must be a finite number >= 1, got 0"),
     ("retrieval", "k", 0, "retrieval.k (passages retrieved) must be at least 1, got 0"),
+    # a bad-input pass (2026-12-03): .inf became a scikit-learn error inside the gate, a negative RRF k divided by 0
+    ("retrieval", "weight_bm25", float("inf"), "retrieval.weight_bm25 must be a finite number >= 0, got inf"),
+    ("retrieval", "rrf_k", -1, "retrieval.rrf_k must be a finite number >= 0, got -1"),
+    ("retrieval", "depth", 0, "retrieval.depth must be a finite number >= 1, got 0"),
     ("retrieval", "store", "mysql://x", "retrieval.store must be empty or a postgresql:// URL, got mysql://..."),
     ("verify", "slots", {"day": ["monday"]}, "verify.slots.day must map a value to its terms, got ['monday']"),
 ])
@@ -162,17 +166,21 @@ def test_more_bad_inputs(small_kb, tmp_path, capsys):
     (tmp_path / "latin1.jsonl").write_bytes('\n{"id": "caf\xe9"}\n'.encode("latin-1"))
     code, err = run_cli(["run", str(small_kb), str(tmp_path / "latin1.jsonl")], capsys)
     assert code == 2 and "latin1.jsonl:2: not UTF-8 text" in err  # the line, not only the byte
-    (small_kb / "kb-folder.md").mkdir()
+    (small_kb / "kb-link.md").symlink_to(small_kb / "gone.md")
     code, err = run_cli(["run", str(small_kb), str(queries)], capsys)
-    assert code == 2 and "kb-folder.md: not a readable file" in err
+    assert code == 2 and "kb-link.md: not a regular file (a broken link, a pipe or a device)" in err
 
 
-@pytest.mark.parametrize("url, shown", [("not a url", "'not a url'"), ("ftp://127.0.0.1:9", "'ftp://127.0.0.1:9'")])
+@pytest.mark.parametrize("url, shown", [("not a url", "'not a url'"), ("ftp://127.0.0.1:9", "'ftp://127.0.0.1:9'"),
+                                        # a bad-input pass (2026-12-03): these were a warning, then llm_connection_lost
+                                        ("http://[::1", "'http://[::1'"), ("http://x:99999", "'http://x:99999'"),
+                                        ("http://a b", "'http://a b'")])
 def test_an_llm_url_that_is_no_http_url_exits_2(small_kb, tmp_path, capsys, url, shown):
     # before: a warning, then every answer's reason was llm_connection_lost
     code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--llm-url", url,
                          "--cache-dir", str(tmp_path)], capsys)
-    assert code == 2 and f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {shown}" in err
+    assert code == 2 and f"error: --llm-url: llm.url must be empty (start the packaged model) or an http(s):// URL, got {shown}" in err
+    assert "params.yaml" not in err  # before: the error blamed the params file
 
 
 def test_say_into_a_folder_exits_2_before_the_turn_is_kept(small_kb, tmp_path, capsys):
@@ -195,3 +203,79 @@ def test_ask_an_empty_question_exits_2(question, capsys):
 
     assert main(["ask", question]) == 2
     assert "the question is empty" in capsys.readouterr().err
+
+
+def test_options_that_were_silently_ignored_exit_2(small_kb, tmp_path, capsys):
+    # a bad-input pass (2026-12-03): a --cache-dir that is a file was ignored, --caller "" meant no caller
+    (tmp_path / "file").write_text("x")
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb),
+                         "--cache-dir", str(tmp_path / "file")], capsys)
+    assert (code, err) == (2, f"error: --cache-dir {tmp_path / 'file'}: a file, not a folder\n")
+    code, err = run_cli(["ask", "what time do you open on saturday", "--session", "s1", "--caller", " "], capsys)
+    assert (code, err) == (2, "error: --caller is empty: give a value, or leave the option out\n")
+
+
+def test_ctrl_c_while_the_kb_is_embedded_exits_130_without_a_traceback(small_kb, tmp_path, capsys, monkeypatch):
+    import rag.retrieval.kb_cache
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rag.retrieval.kb_cache, "open_kb", interrupted)
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb)], capsys)
+    assert (code, err) == (130, "interrupted\n")
+
+
+def test_a_korean_question_is_answered_from_the_given_kb(tmp_path, capsys):
+    # before: --kb was ignored on the Korean track and the answer came from KorQuAD
+    from rag.ko.answer import ABSTAIN
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "clinic.md").write_text("# 진료 시간\n\n평일에는 오전 9시부터 오후 6시까지 진료합니다.\n\n"
+                                  "# 주차\n\n주차는 2시간 무료입니다.\n\n# 예약\n\n예약은 전화로만 받습니다.\n", encoding="utf-8")
+    (kb / "pharmacy.md").write_text("# 약국\n\n약국은 1층에 있습니다.\n", encoding="utf-8")
+    with Stub(json.dumps({"answer": "주차는 2시간 무료입니다.", "citations": ["1"]}, ensure_ascii=False)) as stub:
+        assert main(["ask", "주차는 몇 시간 무료인가요", "--kb", str(kb), "--llm-url", stub.url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("답변: 주차는 2시간 무료입니다.\n인용: [문서 1]\n")
+    assert "\n[문서 1] clinic#2 주차 (BM25 " in out  # the KB's paragraph, titled with its heading
+    assert ABSTAIN not in out and "질문: 주차는 몇 시간 무료인가요" in stub.requests[0]["messages"][-1]["content"]
+    with Stub(json.dumps({"answer": "주차는 2시간 무료입니다.", "citations": ["1"]}, ensure_ascii=False)) as stub:
+        assert main(["ask", "주차는 몇 시간 무료인가요", "--kb", str(kb), "--llm-url", stub.url, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["say"], out["status"], out["citations"]) == ("주차는 2시간 무료입니다.", "llm", ["1"])
+    assert [(r["id"], r["title"]) for r in out["retrieved"][:1]] == [("clinic#2", "주차")]
+
+
+def test_a_library_warning_is_one_line_naming_the_file(small_kb, tmp_path, capsys):
+    # a bad-input pass (2026-12-03): a sentence longer than the embedder reads came as Python's UserWarning with
+    # the library's file:line and source line
+    (small_kb / "kb-long.md").write_text("# Long\n\nThe garden " + "and the lawn " * 100 + "is open daily.\n")
+    code, err = run_cli(["ask", "is the garden open daily", "--kb", str(small_kb), "--llm-url", "http://127.0.0.1:9",
+                         "--cache-dir", str(tmp_path)], capsys)
+    first = err.splitlines()[0]
+    assert code == 0 and first.startswith(f"warning: {small_kb / 'kb-long.md'}: paragraph 1: a sentence of 308 tokens")
+    assert "UserWarning" not in err and "chunk.py" not in err
+
+
+@pytest.mark.parametrize("option", ["--kb", "--cache-dir", "--llm-url", "--caller"])
+def test_an_empty_option_exits_2(option, capsys):
+    # before: --kb "" read the current folder (README.md was said), --cache-dir "" used the home cache
+    code, err = run_cli(["ask", "are you open on sunday", option, ""], capsys)
+    assert (code, err) == (2, f"error: {option} is empty: give a value, or leave the option out\n")
+
+
+def test_the_korean_track_refuses_what_it_cannot_do(tmp_path, capsys):
+    code, err = run_cli(["ask", "are you open on sunday", "--track", "ko"], capsys)
+    assert (code, err) == (2, "error: --track ko needs a Korean question (Hangul); English questions go to the "
+                              "voice track\n")
+    code, err = run_cli(["ask", "주차는 무료인가요", "--context", "x", "--gate", str(tmp_path / "g.json")], capsys)
+    assert (code, err) == (2, "error: --context, --gate: for the voice track (English) only\n")
+    path = write_params(tmp_path / "p.yaml", {"ko": {"data_dir": str(tmp_path / "none")}})
+    code, err = run_cli(["ask", "주차는 무료인가요", "--params", str(path)], capsys)
+    assert code == 2 and f"{tmp_path / 'none' / 'passages.jsonl'}: KorQuAD passages not prepared" in err
+    assert "--kb FOLDER" in err
+    path = write_params(tmp_path / "p.yaml", {"ko_gen": {"passage_max_chars": 0}})
+    code, err = run_cli(["ask", "주차는 무료인가요", "--params", str(path), "--kb", str(tmp_path)], capsys)
+    assert code == 2 and "ko_gen.passage_max_chars must be a finite number >= 2, got 0" in err

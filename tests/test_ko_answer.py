@@ -64,7 +64,11 @@ def test_focus_keeps_the_sentences_sharing_most_question_morphemes():
     assert focus("제주도에 있는 산은?", t, 100) == t                      # fits: whole passage
     # 한라산 (shares 제주도) first: 13; then 서울 (ties at 0, earlier first): 13+1+15 = 29; 부산 would make 42 > 40
     assert focus("제주도에 있는 산은?", t, 40) == "서울은 대한민국의 수도이다. 한라산은 제주도에 있다."
-    assert focus("제주도에 있는 산은?", t, 10) == "한라산은 제주도에 "          # best sentence cut
+    assert focus("제주도에 있는 산은?", t, 10) == "한라산은 제주도에…"          # best sentence cut, marked
+    # a bad-input pass (2026-12-03): the cut fragment was said, and a cut can drop the negation at the end
+    long = "일요일에 내과 진료는 물론 소아과와 피부과 진료도 " + "모두 " * 20 + "하지 않습니다."
+    assert extractive_ko("일요일에 내과 진료를 하나요?", [focus("일요일에 내과 진료를 하나요?", long, 40)]) is None
+    assert extractive_ko("일요일에 내과 진료를 하나요?", [long]) == (long, "1")
 
 
 def test_decide_says_verified_answers_and_replaces_failed_ones():

@@ -107,6 +107,16 @@ def test_chat_uses_redis_and_the_postgresql_archive(call, monkeypatch, redis_ser
         store.close()
 
 
+def test_a_refused_turn_is_nothing_to_follow_up_on(call):
+    # vet dialogue: "so what about on sunday" after a greeting the gate refused was merged with the greeting and
+    # answered; a refused turn is no topic, so the follow-up gets the clarifying question
+    turns = chat_turns(call("chat", stdin="who won the football game last night\nso what about on sunday\n"
+                                          "what time do you open on saturday\nand on sunday\n")[1])
+    assert [(t["resolved_as"], t["status"]) for t in turns] == [
+        ("standalone", "refused"), ("no_antecedent", "refused"), ("standalone", "extractive"), ("opener", "extractive")]
+    assert turns[1]["say"] == CLARIFY and turns[3]["say"] == "We are closed on Sunday."
+
+
 def test_session_is_for_the_voice_track_and_excludes_context(call):
     assert call("ask", "토요일에 몇 시에 열어요?", "--session", "s")[0] == 2
     with pytest.raises(SystemExit):

@@ -269,11 +269,15 @@ def split_sentences_ko(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(" ".join(text.split())) if s]
 
 
+CUT = "…"  # ends a sentence `focus` cut: shown to the model, never said
+
+
 def focus(question: str, text: str, max_chars: int) -> str:
     """At most ``max_chars`` characters of a passage to show the model: its sentences
     (`split_sentences_ko`) taken by most distinct question morphemes shared (ties: the earlier
     sentence) while they fit, then put back in text order and joined by a space. The first pick is
-    cut to ``max_chars`` if alone too long. The whole passage when it fits (prompt cost: SmolLM2
+    cut to ``max_chars`` if alone too long, its last character replaced by `CUT` so that `extractive_ko` never says
+    the fragment (a cut sentence can lose its negation: "...하지 않습니다"). The whole passage when it fits (prompt cost: SmolLM2
     spends about 2 tokens per Hangul character, so a 460-character passage is ~950 tokens)."""
     text = " ".join(text.split())
     if len(text) <= max_chars:
@@ -288,7 +292,7 @@ def focus(question: str, text: str, max_chars: int) -> str:
             picked.append(i)
             used += extra
     if not picked:
-        return sents[order[0]][:max_chars]
+        return sents[order[0]][:max_chars - 1] + CUT
     return " ".join(sents[i] for i in sorted(picked))
 
 
@@ -296,12 +300,14 @@ def extractive_ko(question: str, passages: Sequence[str],
                   min_question_share: float = MIN_QUESTION_SHARE) -> tuple[str, str] | None:
     """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence
     holding the most distinct question morphemes (ties: the earlier passage, then the earlier
-    sentence). None when the best holds none of them or under ``min_question_share`` of the question's
+    sentence; a sentence `focus` cut, ending in `CUT`, is never one). None when the best holds none of them or under ``min_question_share`` of the question's
     non-number key terms (`question_share`: the test an LLM answer's sentence must pass too)."""
     q = key_terms(question)
     best, best_n = None, -1
     for i, text in enumerate(passages, 1):
         for s in split_sentences_ko(text):
+            if s.endswith(CUT):
+                continue
             n = len(q & key_terms(s))
             if n > best_n:
                 best, best_n = (s, str(i)), n

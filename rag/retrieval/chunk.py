@@ -187,6 +187,8 @@ def _read(f: Path) -> str:
     except UnicodeDecodeError as e:
         raise InputError(f"{f}:{line_of_byte(e.object, e.start)}: not UTF-8 text ({e.reason} at byte "
                          f"{e.start})") from None
+    except OSError as e:  # no permission, an I/O error
+        raise InputError(f"{f}: cannot read ({e.strerror or e})") from None
     if "\x00" in text:
         raise InputError(f"{f}: not a text file (NUL byte at character {text.index(chr(0))})")
     return unrendered(text)
@@ -196,13 +198,29 @@ def _read(f: Path) -> str:
 # editors that a rendered page never shows, so never indexed or said ("<!-- staff discount code 1234 -->").
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n.*?^(?:---|\.\.\.)[ \t]*$", re.S | re.M)
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+# CommonMark: a line of three or more "-", "*" or "_" (spaces between allowed) is a thematic break, a drawn rule with
+# nothing to say; a line of only "=" or only "-" directly under a line of text underlines it as a heading (setext).
+_THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t\r]*")
+_SETEXT_UNDERLINE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t\r]*")
+_LIST_ITEM = re.compile(r"[ ]{0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 
 
 def unrendered(text: str) -> str:
-    """``text`` with its YAML front matter and HTML comments blanked: each replaced by its own line breaks, so the
-    lines after keep their numbers (errors and quarantine reports name file:line). An unclosed comment runs to the
-    end of the file, as a browser reads it."""
-    return _HTML_COMMENT.sub(_line_breaks, _FRONT_MATTER.sub(_line_breaks, text))
+    """``text`` with its YAML front matter, HTML comments and thematic breaks blanked, each replaced by its own line
+    breaks so the lines after keep their numbers (errors and quarantine reports name file:line), and a setext
+    heading ("Hours" over "=====" or "-----") written as an ATX one ("# Hours"). An unclosed comment runs to the end
+    of the file, as a browser reads it."""
+    lines = _HTML_COMMENT.sub(_line_breaks, _FRONT_MATTER.sub(_line_breaks, text)).split("\n")
+    out = list(lines)
+    for i, line in enumerate(lines):
+        above = lines[i - 1] if i else ""
+        under_text = bool(above.strip()) and not above.lstrip().startswith("#") and not _LIST_ITEM.match(above) \
+            and not _THEMATIC_BREAK.fullmatch(above) and not _SETEXT_UNDERLINE.fullmatch(above)
+        if under_text and _SETEXT_UNDERLINE.fullmatch(line):
+            out[i - 1], out[i] = "# " + above.strip(), ""
+        elif _THEMATIC_BREAK.fullmatch(line):
+            out[i] = ""
+    return "\n".join(out)
 
 
 def _line_breaks(m: re.Match) -> str:
@@ -210,17 +228,25 @@ def _line_breaks(m: re.Match) -> str:
 
 
 def kb_files(folder: str | Path) -> list[Path]:
-    """The ``*.md`` files of a KB folder, in name order. Raises InputError if the folder is missing, holds no .md
-    file, or one of them is not a readable file."""
+    """The Markdown files of a KB folder (suffix ``.md`` in any case: ``.MD`` too), in name order; hidden files
+    (``.notes.md``, an editor's ``.#draft.md``) and subfolders (``old.md/`` too) are not read. Raises InputError if
+    the folder is missing or a file, holds no Markdown file, one of them is not a readable file, or two names differ only in the suffix's
+    case (``faq.md`` and ``faq.MD``: one document id)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"{folder}: knowledge-base folder not found")
-    files = sorted(folder.glob("*.md"))
+        raise InputError(f"{folder}: " + ("a file, not a knowledge-base folder" if folder.exists() else
+                                          "knowledge-base folder not found"))
+    files = sorted(f for f in folder.iterdir()
+                   if f.suffix.lower() == ".md" and not f.name.startswith(".") and not f.is_dir())
     if not files:
         raise InputError(f"{folder}: no .md files")
+    seen: dict[str, Path] = {}
     for f in files:
         if not f.is_file():
-            raise InputError(f"{f}: not a readable file (a folder or a broken link)")
+            raise InputError(f"{f}: not a regular file (a broken link, a pipe or a device)")
+        if f.stem in seen:
+            raise InputError(f"{f}: same document id {f.stem!r} as {seen[f.stem].name} (rename one)")
+        seen[f.stem] = f
     return files
 
 
@@ -243,12 +269,12 @@ def chunk_folder(folder: str | Path, allow_instructions: bool = False) -> list[P
 
 
 def load_kb(folder: str | Path, allow_instructions: bool = False) -> dict[str, str]:
-    """``{doc name: full text}`` of every ``*.md`` in ``folder`` (the form `rag.voice.verify` takes), read as
+    """``{doc name: full text}`` of every Markdown file of ``folder`` (`kb_files`) (the form `rag.voice.verify` takes), read as
     ``utf-8-sig`` and normalised like the passages (`rag.io.normalise_text`). Unless ``allow_instructions``,
     a document with quarantined paragraphs (`blocks`) is its other blocks joined by blank lines (LF line ends),
     so no sentence of a quarantined paragraph is a candidate or verifies an answer; other documents are as read."""
     out = {}
-    for p in sorted(Path(folder).glob("*.md")):
+    for p in kb_files(folder):
         text = normalise_text(_read(p))
         bs = [] if allow_instructions else blocks(text)
         out[p.stem] = "\n\n".join(b.raw for b in bs if not b.cue) if any(b.cue for b in bs) else text

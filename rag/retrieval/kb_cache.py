@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from rag.retrieval.chunk import Passage, chunk_folder, kb_files, load_kb, quarantine_report
-from rag.io import read_jsonl, write_jsonl
+from rag.io import InputError, read_jsonl, write_jsonl
 from rag.retrieval.search import HybridConfig, PassageIndex
 from rag.retrieval.sentences import SentenceIndex
 
@@ -51,7 +51,8 @@ def default_cache_dir() -> Path:
 
 def fingerprint(folder: str | Path, allow_instructions: bool = False) -> str:
     """sha256 (hex) of the folder's ``*.md`` names and bytes, the embedder id, the text-processing code and
-    ``allow_instructions``. Raises InputError when the folder is missing or holds no .md file."""
+    ``allow_instructions``. Raises InputError when the folder is missing or holds no .md file, or a file cannot be
+    read."""
     from rag.retrieval.embed import embedder_id
 
     files = kb_files(folder)
@@ -60,7 +61,11 @@ def fingerprint(folder: str | Path, allow_instructions: bool = False) -> str:
     for name in _CODE:
         h.update((here / name).read_bytes())
     for f in files:
-        h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+        try:
+            data = f.read_bytes()
+        except OSError as e:  # no permission, an I/O error (/proc/self/mem behind a link)
+            raise InputError(f"{f}: cannot read ({e.strerror or e})") from None
+        h.update(f.name.encode() + b"\0" + hashlib.sha256(data).digest())
     return h.hexdigest()
 
 

@@ -231,7 +231,9 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     turn was (the caller heard it already), unless that sentence holds the kind of answer the follow-up's own
     words ask for ("and how long does it take" after "A tune-up costs $60 and takes about 90 minutes.": a duration,
     `rag.voice.selection.ASKS` / ``HOLDS``). A follow-up with nothing to lean on is not answered: it says
-    ``memory.clarify`` (status refused, reason no_antecedent).
+    ``memory.clarify`` (status refused, reason no_antecedent). A refused turn is nothing to lean on: what the gate
+    would not answer (a greeting, a garbled or off-KB question) is no topic for the next turn (chosen on the clinic
+    dialogues, 2026-12-03: grounded-but-wrong follow-ups 13 -> 11, accuracy unchanged; README).
 
     With the LLM on (``url``), the earlier turns `recalled_memory` picks (``memory.evidence``) are in its prompt as
     ``[memory n]``: the caller's words, never a source.
@@ -248,7 +250,7 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
 
     start = time.monotonic()
     history = memory.history(session, int(p["memory"]["max_turns"]))
-    topics = [t for t in history if t.query]
+    topics = [t for t in history if t.query and t.status != "refused"]
     rules = config.preference_rules(p)
     stored = memory.preferences(caller, float(p["memory"]["preferences"]["days"]) * 86400.0) if caller else {}
     asked, used = personalise(question, stored, rules)
