@@ -279,3 +279,14 @@ def test_the_korean_track_refuses_what_it_cannot_do(tmp_path, capsys):
     path = write_params(tmp_path / "p.yaml", {"ko_gen": {"passage_max_chars": 0}})
     code, err = run_cli(["ask", "주차는 무료인가요", "--params", str(path), "--kb", str(tmp_path)], capsys)
     assert code == 2 and "ko_gen.passage_max_chars must be a finite number >= 2, got 0" in err
+
+
+def test_a_question_about_one_day_hears_its_list_item(small_kb, tmp_path, capsys):
+    (small_kb / "kb-hours.md").write_text("# Hours\n\nOur opening hours:\n\n- Monday to Friday: 8 a.m. to 6 p.m.\n"
+                                          "- Saturday: 9 a.m. to 1 p.m.\n- Sunday: closed\n")
+    # before: "are you open on sunday" heard "Our opening hours:", the list was one sentence holding every day
+    for question, said in (("are you open on sunday", "Our opening hours: Sunday: closed"),
+                           ("what time do you open on saturday", "Our opening hours: Saturday: 9 a.m. to 1 p.m.")):
+        code = main(["ask", question, "--kb", str(small_kb), "--llm-url", "http://127.0.0.1:9",
+                     "--cache-dir", str(tmp_path), "--json"])
+        assert (code, json.loads(capsys.readouterr().out)["say"]) == (0, said)

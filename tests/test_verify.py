@@ -188,3 +188,18 @@ def test_a_sentence_never_runs_across_a_blank_line_or_a_heading():
     ok, reason = verify("No fee is charged For a missed appointment you pay $50.", "fees", ["fees"], {"fees": doc},
                         "how much is the fee for a missed appointment")
     assert not ok and reason != "verified"
+
+
+def test_each_list_item_is_a_sentence_of_its_own():
+    # a KB listing its hours ("- Sunday: closed") gave one sentence holding every day, dropped for its other days, and
+    # "are you open on sunday" heard the list's intro, "Our opening hours:"
+    doc = ("# Hours\n\nOur opening hours:\n\n- Monday to Friday: 8 a.m. to 6 p.m.\n- Saturday: 9 a.m. to 1 p.m.\n"
+           "* Sunday: closed\n\nTo find us:\n1. Park in lot B\n   behind the clinic.\n2) Ring the bell.\n"
+           "-5 degrees is cold.\n")
+    assert split_sentences(doc) == ["Our opening hours: Monday to Friday: 8 a.m. to 6 p.m.",
+                                    "Our opening hours: Saturday: 9 a.m. to 1 p.m.", "Our opening hours: Sunday: closed",
+                                    "To find us: Park in lot B behind the clinic.",
+                                    "To find us: Ring the bell. -5 degrees is cold."]
+    # a lead-in that no list follows stays a sentence, in its place
+    assert split_sentences("Note:\n\nNo list here.\n\n# B\nAlso:\n# C\n- x\n\nTail:") == [
+        "Note:", "No list here.", "Also:", "x", "Tail:"]

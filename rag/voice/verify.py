@@ -115,12 +115,22 @@ DEFAULT_VERIFY = VerifyRules()
 def split_sentences(text: str, abbreviations: Sequence[str] = ABBREVIATIONS) -> list[str]:
     """Sentences of a document: headings dropped, whitespace folded, split after . ! or ? when a capital
     (any script), digit, quote or dollar follows, except after one of ``abbreviations`` (matched as the
-    whole last word, opening brackets and quotes ignored: "(e.g. Monday)" stays one sentence). A blank line or a
-    heading always ends a sentence: a paragraph without a final full stop ("No fee is charged") never runs into the
-    next one ("For a missed appointment you pay $50.") as one sentence the KB does not hold."""
+    whole last word, opening brackets and quotes ignored: "(e.g. Monday)" stays one sentence). A blank line, a
+    heading or a Markdown list item always ends a sentence: a paragraph without a final full stop ("No fee is
+    charged") never runs into the next one ("For a missed appointment you pay $50.") as one sentence the KB does not
+    hold, and each item of a list is a sentence of its own, without its marker, led by the sentence ending in ":"
+    that introduces the list ("Our opening hours:" + "- Sunday: closed" -> "Our opening hours: Sunday: closed"; the
+    lead-in alone answers nothing)."""
     abbr = frozenset(abbreviations)
     out: list[str] = []
-    for paragraph in _paragraphs(text):
+    lead, led = None, False  # the sentence ending in ":" just before a list; whether an item took it
+    for paragraph, is_item in _paragraphs(text):
+        if is_item and lead:
+            paragraph, led = f"{lead} {paragraph}", True
+        elif lead and not led:
+            out.append(lead)  # no list followed it
+        if not is_item:
+            lead, led = None, False
         first = len(out)
         for piece in _SENTENCE_END.split(paragraph):
             if not piece:
@@ -130,19 +140,35 @@ def split_sentences(text: str, abbreviations: Sequence[str] = ABBREVIATIONS) -> 
                 out[-1] = f"{out[-1]} {piece}"
             else:
                 out.append(piece)
+        if not is_item and len(out) > first and out[-1].endswith(":"):
+            lead = out.pop()
+    if lead and not led:
+        out.append(lead)
     return out
 
 
-def _paragraphs(text: str) -> list[str]:
-    """The paragraphs of ``text``, whitespace folded: runs of lines ended by a blank line or a heading (dropped)."""
-    out: list[str] = []
+_LIST_ITEM = re.compile(r"[ \t]{0,3}(?:[-*+]|\d{1,9}[.)])[ \t]+(?=\S)")  # "- ", "* ", "2. ", "3) " (CommonMark)
+
+
+def _paragraphs(text: str) -> list[tuple[str, bool]]:
+    """``(paragraph, is a list item)`` of ``text``, whitespace folded: runs of lines ended by a blank line or a
+    heading; a list item (`_LIST_ITEM`) starts a run of its own, its marker dropped (its indented continuation lines
+    join it). A heading is a run of its own too, returned as ``("", False)``: it ends what a list's lead-in leads."""
+    out: list[tuple[str, bool]] = []
     lines: list[str] = []
+    item = False
     for line in [*text.lstrip("\ufeff").splitlines(), ""]:
-        if line.strip() and not line.lstrip().startswith("#"):
-            lines.append(line)
-        elif lines:
-            out.append(" ".join(" ".join(lines).split()))
+        marker = _LIST_ITEM.match(line)
+        heading = line.lstrip().startswith("#")
+        if lines and (marker or not line.strip() or heading):
+            out.append((" ".join(" ".join(lines).split()), item))
             lines = []
+        if heading:
+            out.append(("", False))
+        elif line.strip():
+            if not lines:
+                item = marker is not None
+            lines.append(line[marker.end():] if marker else line)
     return out
 
 
