@@ -383,8 +383,8 @@ def _ko_passages(p: dict, kb: str | None) -> list[dict]:
     if kb is None:
         path = Path(p["ko"]["data_dir"]) / "passages.jsonl"
         if not path.is_file():
-            raise InputError(f"{path}: KorQuAD passages not prepared (`make repro` prepares them from the data "
-                             "README's first paragraph names), or answer from your own folder with --kb FOLDER")
+            raise InputError(f"{path}: KorQuAD passages not prepared (`make repro` prepares them from the public data "
+                             "named in the README's first paragraph), or answer from your own folder with --kb FOLDER")
         return read_jsonl(path, required=["_id", "title", "text"])
     from rag.retrieval.chunk import chunk_folder
     from rag.voice import quarantine
