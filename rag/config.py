@@ -162,7 +162,7 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
                         phonetic_weight=num("phonetic_weight", at_least=0), phonetic_encoder=str(r["phonetic_encoder"]),
                         phonetic_ngram=num("phonetic_ngram", int, at_least=0), index=str(r["index"]),
-                        hnsw=(num("hnsw_m", int, at_least=2), num("hnsw_ef_construction", int, at_least=1),
+                        hnsw=(num("hnsw_m", int, at_least=2, at_most=256), num("hnsw_ef_construction", int, at_least=1),
                               num("hnsw_ef_search", int, at_least=1)),
                         bm25_engine=str(r["bm25_engine"]))
 

@@ -141,6 +141,8 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("retrieval", "weight_bm25", float("inf"), "retrieval.weight_bm25 must be a finite number >= 0, got inf"),
     ("retrieval", "rrf_k", -1, "retrieval.rrf_k must be a finite number >= 0, got -1"),
     ("retrieval", "depth", 0, "retrieval.depth must be a finite number >= 1, got 0"),
+    # hnswlib allocates M links per node per layer: M = 10**6 asked for gigabytes before failing
+    ("retrieval", "hnsw_m", 10**6, "retrieval.hnsw_m must be a finite number >= 2 and <= 256, got 1000000"),
     ("retrieval", "store", "mysql://x", "retrieval.store must be empty or a postgresql:// URL, got mysql://..."),
     ("verify", "slots", {"day": ["monday"]}, "verify.slots.day must map a value to its terms, got ['monday']"),
 ])

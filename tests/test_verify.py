@@ -203,3 +203,11 @@ def test_each_list_item_is_a_sentence_of_its_own():
     # a lead-in that no list follows stays a sentence, in its place
     assert split_sentences("Note:\n\nNo list here.\n\n# B\nAlso:\n# C\n- x\n\nTail:") == [
         "Note:", "No list here.", "Also:", "x", "Tail:"]
+
+
+def test_an_empty_list_item_says_nothing():
+    # "-" alone on its line (or with trailing spaces) is an empty item (CommonMark): it ends the item before it and
+    # is never said, not even as the lead-in joined to nothing
+    doc = "Our opening hours:\n- Sunday: closed\n-\n- Monday: 9 to 5\n-   \n\nCall us first."
+    assert split_sentences(doc) == ["Our opening hours: Sunday: closed", "Our opening hours: Monday: 9 to 5",
+                                    "Call us first."]

@@ -202,7 +202,8 @@ _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 # nothing to say; a line of only "=" or only "-" directly under a line of text underlines it as a heading (setext).
 _THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t\r]*")
 _SETEXT_UNDERLINE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t\r]*")
-_LIST_ITEM = re.compile(r"[ ]{0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+# A list item's marker: "- ", "* ", "+ ", "2. ", "3) ", or the marker alone on its line (an empty item; CommonMark).
+LIST_ITEM = re.compile(r"[ \t]{0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 
 
 def unrendered(text: str) -> str:
@@ -214,7 +215,7 @@ def unrendered(text: str) -> str:
     out = list(lines)
     for i, line in enumerate(lines):
         above = lines[i - 1] if i else ""
-        under_text = bool(above.strip()) and not above.lstrip().startswith("#") and not _LIST_ITEM.match(above) \
+        under_text = bool(above.strip()) and not above.lstrip().startswith("#") and not LIST_ITEM.match(above) \
             and not _THEMATIC_BREAK.fullmatch(above) and not _SETEXT_UNDERLINE.fullmatch(above)
         if under_text and _SETEXT_UNDERLINE.fullmatch(line):
             out[i - 1], out[i] = "# " + above.strip(), ""

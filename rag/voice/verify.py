@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping, Sequence
 
+from rag.retrieval.chunk import LIST_ITEM
 from rag.voice.numbers import to_words
 from rag.voice.rewrite import DEFAULT_RULES, RewriteRules, normalise, normalise_parts
 
@@ -147,21 +148,20 @@ def split_sentences(text: str, abbreviations: Sequence[str] = ABBREVIATIONS) -> 
     return out
 
 
-_LIST_ITEM = re.compile(r"[ \t]{0,3}(?:[-*+]|\d{1,9}[.)])[ \t]+(?=\S)")  # "- ", "* ", "2. ", "3) " (CommonMark)
-
-
 def _paragraphs(text: str) -> list[tuple[str, bool]]:
     """``(paragraph, is a list item)`` of ``text``, whitespace folded: runs of lines ended by a blank line or a
-    heading; a list item (`_LIST_ITEM`) starts a run of its own, its marker dropped (its indented continuation lines
-    join it). A heading is a run of its own too, returned as ``("", False)``: it ends what a list's lead-in leads."""
+    heading; a list item (`rag.retrieval.chunk.LIST_ITEM`) starts a run of its own, its marker dropped (its indented
+    continuation lines join it), and an empty item is dropped. A heading is a run of its own too, returned as
+    ``("", False)``: it ends what a list's lead-in leads."""
     out: list[tuple[str, bool]] = []
     lines: list[str] = []
     item = False
     for line in [*text.lstrip("\ufeff").splitlines(), ""]:
-        marker = _LIST_ITEM.match(line)
+        marker = LIST_ITEM.match(line)
         heading = line.lstrip().startswith("#")
         if lines and (marker or not line.strip() or heading):
-            out.append((" ".join(" ".join(lines).split()), item))
+            if paragraph := " ".join(" ".join(lines).split()):  # an empty item ("-" alone) says nothing
+                out.append((paragraph, item))
             lines = []
         if heading:
             out.append(("", False))
