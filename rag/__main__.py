@@ -397,7 +397,7 @@ def _ask_ko(question: str, p: dict, args) -> int:
     (`rag.ko.answer.answer_ko`); the reply, its citations and the evidence printed (``--json``: as one object)."""
     from rag.config import number
     from rag.ko import tokenize as korean
-    from rag.ko.answer import KoSettings, answer_ko, focus
+    from rag.ko.answer import KoSettings, answer_ko, focus, headed
     from rag.voice.pipeline import llm_url
     from rag.retrieval.indexes import BM25Index
     from rag.bench.squad import passage_text
@@ -412,7 +412,9 @@ def _ask_ko(question: str, p: dict, args) -> int:
     index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], korean.kiwi_tokens,
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
     top = index.top_k(question, int(g["cli_top_k"]))
-    shown = [focus(question, passages[i]["text"], int(g["passage_max_chars"])) for i, _ in top]
+    # a folder's passages are read with their heading ("서울 지점" vs "부산 지점"); KorQuAD's titles are article names
+    shown = [focus(question, headed(passages[i]["title"], passages[i]["text"]) if args.kb else passages[i]["text"],
+                   int(g["passage_max_chars"])) for i, _ in top]
     llm = p["llm"]
     s = KoSettings.from_params(g, llm, g["cli_prompt"])
     with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}, _warn) as url:

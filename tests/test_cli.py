@@ -250,6 +250,22 @@ def test_a_korean_question_is_answered_from_the_given_kb(tmp_path, capsys):
     assert [(r["id"], r["title"]) for r in out["retrieved"][:1]] == [("clinic#2", "주차")]
 
 
+@pytest.mark.parametrize("question, said", [
+    ("서울 지점 영업시간은 언제인가요?", "서울 지점: 영업시간은 오전 10시부터 오후 8시까지입니다."),
+    ("부산 지점은 몇 시에 문을 여나요?", "부산 지점: 영업시간은 오전 9시부터 오후 6시까지입니다.")])
+def test_a_korean_answer_keeps_the_branch_its_heading_names(tmp_path, capsys, question, said):
+    # before (2026-12-03): the branches' sentences differed only under their headings, which neither the LLM nor the
+    # extractive pick saw, so the Seoul question was refused or heard the Busan hours (the first passage of a tie)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "branches.md").write_text("# 부산 지점\n\n영업시간은 오전 9시부터 오후 6시까지입니다.\n\n# 서울 지점\n\n"
+                                    "영업시간은 오전 10시부터 오후 8시까지입니다.\n\n주차는 무료입니다.\n", encoding="utf-8")
+    assert main(["ask", question, "--kb", str(kb), "--llm-url", "http://127.0.0.1:9", "--cache-dir",
+                 str(tmp_path / "cache"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["say"], out["status"], out["reason"]) == (said, "extractive", "llm_unreachable")
+
+
 def test_a_library_warning_is_one_line_naming_the_file(small_kb, tmp_path, capsys):
     # a bad-input pass (2026-12-03): a sentence longer than the embedder reads came as Python's UserWarning with
     # the library's file:line and source line

@@ -179,9 +179,15 @@ def question_share(question: str, sentence: str) -> tuple[int, float]:
     substrings, like `unsupported_terms`), and that count over the question's terms (1.0 for a question with
     none)."""
     asked = {t for t in key_terms(question) if not _NUMBER.fullmatch(t)}
-    morphemes, low = key_terms(sentence), sentence.lower()
-    shared = sum(t in morphemes or t in low for t in asked)
+    shared = held_terms(asked, sentence)
     return shared, shared / len(asked) if asked else 1.0
+
+
+def held_terms(terms: set[str], sentence: str) -> int:
+    """How many of ``terms`` the sentence holds as a Kiwi morpheme or as a substring (Kiwi reads "영업시간" in a
+    sentence as one morpheme where the question's "영업 시간" gives two)."""
+    morphemes, low = key_terms(sentence), sentence.lower()
+    return sum(t in morphemes or t in low for t in terms)
 
 
 def choose_question_share(supported: Sequence[float], unsupported: Sequence[float],
@@ -269,6 +275,16 @@ def split_sentences_ko(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(" ".join(text.split())) if s]
 
 
+def headed(heading: str, text: str) -> str:
+    """``text`` with each of its sentences (`split_sentences_ko`) led by ``heading`` ("서울 지점: 영업시간은 ..."):
+    what a passage of a KB folder is shown and said as, so that a sentence read alone keeps which branch, product or
+    section its heading says it is about (the way a Markdown list item keeps its lead-in on the English track,
+    `rag.voice.verify.split_sentences`). A sentence that already starts with the heading, or an empty heading, is
+    left as it is; whitespace is folded."""
+    heading = " ".join(heading.split()).rstrip(":")
+    return " ".join(s if not heading or s.startswith(heading) else f"{heading}: {s}" for s in split_sentences_ko(text))
+
+
 CUT = "…"  # ends a sentence `focus` cut: shown to the model, never said
 
 
@@ -299,8 +315,8 @@ def focus(question: str, text: str, max_chars: int) -> str:
 def extractive_ko(question: str, passages: Sequence[str],
                   min_question_share: float = MIN_QUESTION_SHARE) -> tuple[str, str] | None:
     """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence
-    holding the most distinct question morphemes (ties: the earlier passage, then the earlier
-    sentence; a sentence `focus` cut, ending in `CUT`, is never one). None when the best holds none of them or under ``min_question_share`` of the question's
+    holding the most distinct question morphemes, as morphemes or substrings (`held_terms`; ties: the earlier
+    passage, then the earlier sentence; a sentence `focus` cut, ending in `CUT`, is never one). None when the best holds none of them or under ``min_question_share`` of the question's
     non-number key terms (`question_share`: the test an LLM answer's sentence must pass too)."""
     q = key_terms(question)
     best, best_n = None, -1
@@ -308,7 +324,7 @@ def extractive_ko(question: str, passages: Sequence[str],
         for s in split_sentences_ko(text):
             if s.endswith(CUT):
                 continue
-            n = len(q & key_terms(s))
+            n = held_terms(q, s)
             if n > best_n:
                 best, best_n = (s, str(i)), n
     if best is None or best_n < 1:
