@@ -1,6 +1,7 @@
 import pytest
 
-from rag.retrieval.chunk import chunk_document, chunk_folder, load_kb
+from rag.retrieval.chunk import chunk_document, chunk_folder, load_kb, unrendered
+from rag.voice.verify import split_sentences
 from rag.io import InputError
 
 
@@ -109,3 +110,20 @@ def test_folder_errors_name_what_is_wrong(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "read_text", unreadable)
     with pytest.raises(InputError, match=r"a.md: cannot read \(Permission denied\)"):
         chunk_folder(tmp_path)
+
+
+def test_inline_markup_is_read_as_a_page_shows_it(tmp_path):
+    # a bad-input pass (2026-12-04): "**Parking** is free" and "[our map](http://x)" were said aloud as written, and
+    # a heading's closing "##" and "**" led every Korean sentence under it ("**부산** 지점 ##: 영업시간은 ...")
+    (tmp_path / "kb.md").write_text(
+        "## **Busan** branch ##\n\n**Parking** is free. See [our map](http://x.org/map) or <https://x.org>.\n\n"
+        "[map]: http://x.org/map\n\nA ~~$40~~ $35 fee, paid at the `front desk`, by <b>card</b> only.\n\n"
+        "- *Sunday:* closed\n- file_name stays, _this_ does not\n")
+    passages = chunk_folder(tmp_path)
+    assert [(p.text, p.heading) for p in passages] == [
+        ("Parking is free. See our map or https://x.org.", "Busan branch"),
+        ("A $35 fee, paid at the front desk, by card only.", "Busan branch"),
+        ("- Sunday: closed - file_name stays, this does not", "Busan branch")]
+    assert split_sentences(load_kb(tmp_path)["kb"])[-2:] == ["Sunday: closed", "file_name stays, this does not"]
+    # no line is added or removed: a later paragraph keeps its line number for errors and quarantine reports
+    assert unrendered("# H #\n\n**a**\n[r]: http://x\n`c`\n").split("\n") == ["# H", "", "a", "", "c", ""]

@@ -204,13 +204,37 @@ _THEMATIC_BREAK = re.compile(r"[ ]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t\r]*")
 _SETEXT_UNDERLINE = re.compile(r"[ ]{0,3}(?:=+|-+)[ \t\r]*")
 # A list item's marker: "- ", "* ", "+ ", "2. ", "3) ", or the marker alone on its line (an empty item; CommonMark).
 LIST_ITEM = re.compile(r"[ \t]{0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
+# Inline Markdown as a rendered page shows it (CommonMark), in order: a heading's closing "#"s, a link reference
+# definition (never shown), an image (its alt text), a link (its text), an autolink (the address), a code span (its
+# text), struck-out text (gone: "~~$40~~ $35" costs $35), strong and emphasis ("*" also inside a word, "_" not: file_name
+# stays), and an HTML tag. A caller hears "Parking is free", never "**Parking** is free" or "[our map](http://...)".
+_INLINE = ((re.compile(r"^([ ]{0,3}#{1,6}[ \t].*?)[ \t]+#+[ \t]*(\r?)$"), r"\1\2"),
+           (re.compile(r"^[ ]{0,3}\[[^\]\n]+\]:[ \t]*\S+.*?(\r?)$"), r"\1"),
+           (re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)"), r"\1"),
+           (re.compile(r"\[([^\]\n]+)\](?:\([^)\n]*\)|\[[^\]\n]*\])"), r"\1"),
+           (re.compile(r"<((?:https?|mailto):[^>\s]+)>"), r"\1"),
+           (re.compile(r"(`+)(.+?)\1"), r"\2"),
+           (re.compile(r"~~(?=\S)(.+?)~~"), ""),
+           (re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1"), r"\2"),
+           (re.compile(r"\*(?=[^\s*])(.+?)(?<=[^\s*])\*"), r"\1"),
+           (re.compile(r"(?<!\w)_(?=[^\s_])(.+?)(?<=[^\s_])_(?!\w)"), r"\1"),
+           (re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>"), ""))
+
+
+def rendered_inline(line: str) -> str:
+    """One line of Markdown with its inline markup rendered to the text a page shows (`_INLINE`): "## **Busan** branch
+    ##" -> "## Busan branch", "See [our map](http://x)." -> "See our map.". Line breaks are never added or removed."""
+    for pattern, replacement in _INLINE:
+        line = pattern.sub(replacement, line)
+    return line
 
 
 def unrendered(text: str) -> str:
     """``text`` with its YAML front matter, HTML comments and thematic breaks blanked, each replaced by its own line
     breaks so the lines after keep their numbers (errors and quarantine reports name file:line), and a setext
-    heading ("Hours" over "=====" or "-----") written as an ATX one ("# Hours"). An unclosed comment runs to the end
-    of the file, as a browser reads it."""
+    heading ("Hours" over "=====" or "-----") written as an ATX one ("# Hours"), and inline markup rendered
+    (`rendered_inline`: emphasis, links, images, code spans, HTML tags). An unclosed comment runs to the end of the
+    file, as a browser reads it."""
     lines = _HTML_COMMENT.sub(_line_breaks, _FRONT_MATTER.sub(_line_breaks, text)).split("\n")
     out = list(lines)
     for i, line in enumerate(lines):
@@ -221,7 +245,7 @@ def unrendered(text: str) -> str:
             out[i - 1], out[i] = "# " + above.strip(), ""
         elif _THEMATIC_BREAK.fullmatch(line):
             out[i] = ""
-    return "\n".join(out)
+    return "\n".join(rendered_inline(line) for line in out)
 
 
 def _line_breaks(m: re.Match) -> str:
