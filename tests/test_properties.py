@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rag.voice import numbers
-from rag.retrieval.chunk import chunk_document, chunk_folder
+from rag.retrieval.chunk import LIST_ITEM, chunk_document, chunk_folder
 from rag.config import rewrite_rules, verify_rules
 from rag.io import InputError, normalise_text, read_jsonl, read_params
 from rag.voice.numbers import Number
@@ -110,14 +110,21 @@ def test_a_text_supports_its_own_claims(text):
 no_heading_text = st.text().filter(lambda t: "#" not in t)
 
 
+def _without_list_markers(text: str) -> str:
+    return "\n".join(line[m.end():] if (m := LIST_ITEM.match(line)) else line
+                     for line in text.lstrip("\ufeff").splitlines())
+
+
 @examples(300)
 @given(no_heading_text)
+@example("-")           # an empty list item: its marker is all it has, and a marker is never said
+@example("- a\n2) b")
 def test_split_sentences_loses_no_character(text):
     # Sentences are non-empty, whitespace folded, and together hold every non-space character of a text without
-    # headings (leading byte-order marks aside).
+    # headings (leading byte-order marks and list-item markers aside).
     out = split_sentences(text)
     assert all(s and s == " ".join(s.split()) for s in out)
-    assert "".join("".join(s.split()) for s in out) == "".join(text.lstrip("\ufeff").split())
+    assert "".join("".join(s.split()) for s in out) == "".join(_without_list_markers(text).split())
 
 
 @examples(200)
