@@ -11,7 +11,7 @@ re-wraps dvc.yaml).
 Every setting is the Korean fine-tune's (stage ko_finetune), fixed before any English score was seen, except
 ``max_tokens`` 256 (HeySQuAD paragraphs are longer than KorQuAD's). Each encoder is exported to ONNX (fp32), to
 8-bit weights ("q", `rag.train.finetune.quantize_weights`) and to float16-stored weights ("half",
-`rag.train.finetune.half_weights`); each copy's fidelity (`fidelity`, on the training half) is recorded, and the
+`rag.train.finetune.half_weights`); each copy's fidelity (`rag.train.evaluate.fidelity`, on the training half) is recorded, and the
 q and half copies are scored with `rag.train.evaluate.report_half` through `rag.retrieval.e5.E5Side` (the packaged
 weights, "before": q and fp32). The smallest copy of ``finetune_e5.ship_seed`` (fixed before training) whose
 fidelity is at least ``finetune_e5.min_fidelity`` is written to ``finetune_e5.model`` (committed; stage
@@ -25,21 +25,10 @@ from pathlib import Path
 
 from common import ROOT, main, params
 from rag.io import InputError, sha256_of, write_json, write_text
-from rag.train.evaluate import mean_std, report_table
+from rag.train.evaluate import fidelity, mean_std, report_table, smallest_faithful
 
 KINDS = ("q", "half", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), the export
 SERVABLE = ("q", "half")        # the order of preference (smallest file first) for the committed encoder
-
-
-def fidelity(path: Path, fp32_vectors, texts, e5, threads: int) -> float:
-    """Mean cosine (over all rows) of the encoder at ``path``'s unit vectors of ``texts`` = (queries, passages) to
-    ``fp32_vectors`` = ((n_q, 384), (n_p, 384)) float32 unit rows of the fp32 export, rounded to 6 decimals."""
-    from rag.retrieval.e5 import E5Embedder
-
-    e = E5Embedder(path, e5, threads=threads)
-    q, p = e.embed_queries(texts[0]), e.embed_passages(texts[1])
-    total = (q * fp32_vectors[0]).sum(1).sum() + (p * fp32_vectors[1]).sum(1).sum()
-    return round(float(total / (len(q) + len(p))), 6)
 
 
 def run():
@@ -93,10 +82,7 @@ def run():
         results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"],
                    "models": train_seeds(e5, rows, f, scored, "finetune_e5")}
         ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
-        kind = next((k for k in SERVABLE if ship[k]["fidelity"] >= f["min_fidelity"]), None)
-        if kind is None:
-            raise RuntimeError(f"finetune_e5: no encoder of seed {f['ship_seed']} keeps finetune_e5.min_fidelity "
-                               f"{f['min_fidelity']}: " + ", ".join(f"{k} {ship[k]['fidelity']}" for k in SERVABLE))
+        kind = smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"finetune_e5 (seed {f['ship_seed']})")
         out = ROOT / f["model"]
         tmp = out.with_suffix(".tmp")
         shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)

