@@ -398,6 +398,7 @@ def _ask_ko(question: str, p: dict, args) -> int:
     from rag.config import number
     from rag.ko import tokenize as korean
     from rag.ko.answer import KoSettings, answer_ko, focus, headed
+    from rag.ko.support import from_params as support_from_params
     from rag.voice.pipeline import llm_url
     from rag.retrieval.indexes import BM25Index
     from rag.bench.squad import passage_text
@@ -409,14 +410,16 @@ def _ask_ko(question: str, p: dict, args) -> int:
         number(p, "ko_gen", key, kind, **bounds)
     number(p, "ko", "bm25_b", at_least=0, at_most=1)
     passages = _ko_passages(p, args.kb)
-    index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], korean.kiwi_tokens,
+    texts = [passage_text(x, ko["index_title"]) for x in passages]
+    tokens = dict(zip(texts, korean.kiwi_tokens_batch(texts)))
+    index = BM25Index(texts, lambda t: tokens[t] if t in tokens else korean.kiwi_tokens(t),
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
     top = index.top_k(question, int(g["cli_top_k"]))
     # a folder's passages are read with their heading ("서울 지점" vs "부산 지점"); KorQuAD's titles are article names
     shown = [focus(question, headed(passages[i]["title"], passages[i]["text"]) if args.kb else passages[i]["text"],
                    int(g["passage_max_chars"])) for i, _ in top]
     llm = p["llm"]
-    s = KoSettings.from_params(g, llm, g["cli_prompt"])
+    s = KoSettings.from_params(g, llm, g["cli_prompt"], support_from_params(g, tokens.values(), ROOT))
     with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}, _warn) as url:
         res = answer_ko(url, question, shown, s)
     final = res["final"]

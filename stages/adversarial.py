@@ -58,14 +58,17 @@ def korean(rows, p):
     """The Korean rows through the Korean turn, as `rag ask` runs it (`rag.__main__._ask_ko`)."""
     from rag.ko import tokenize as kor
     from rag.ko.answer import ABSTAIN, KoSettings, answer_ko, focus
+    from rag.ko.support import from_params as support_from_params
     from rag.retrieval.indexes import BM25Index
     from rag.bench.squad import passage_text
 
     ko, g, llm = p["ko"], p["ko_gen"], p["llm"]
     passages = read_jsonl(ROOT / ko["data_dir"] / "passages.jsonl", required=["_id", "title", "text"])
-    index = BM25Index([passage_text(x, ko["index_title"]) for x in passages], kor.kiwi_tokens,
+    texts = [passage_text(x, ko["index_title"]) for x in passages]
+    tokens = dict(zip(texts, kor.kiwi_tokens_batch(texts)))
+    index = BM25Index(texts, lambda t: tokens[t] if t in tokens else kor.kiwi_tokens(t),
                       k1=float(g["bm25_k1"]), b=float(ko["bm25_b"]))
-    s = KoSettings.from_params(g, llm, g["cli_prompt"])
+    s = KoSettings.from_params(g, llm, g["cli_prompt"], support_from_params(g, tokens.values(), ROOT))
     out = []
     server = {"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}
     with llm_url(server, warn) as url:
@@ -77,7 +80,7 @@ def korean(rows, p):
             res = answer_ko(url, text, shown, s)
             ms = (time.perf_counter() - t0) * 1000.0
             final = res["final"]
-            verified = adv.ko_check_said(final, res["raw_answer"], res["raw_citations"], shown, text)
+            verified = adv.ko_check_said(final, res["raw_answer"], res["raw_citations"], shown, text, s.support)
             out.append(record("ko_typed", r, text, final["say"], final["status"], final["reason"], res["error"],
                               final["say"] == ABSTAIN, verified, ms, source=",".join(final["citations"])))
     return out

@@ -5,8 +5,10 @@ the schema, verifier, extractive fallback, gold-included and gold-excluded).
 
 ``ko_gen_models.sample`` / ``seed`` / ``grid`` replace those of ``ko_gen`` (the rest of ``ko_gen`` is shared);
 each model gets its own cold server with ``ko_gen_models.threads`` threads and ``ko_gen_models.cache_ram_mib``
-of prompt cache (within a question the calls share the instructions' prefix). The same replies are also decided at
-``min_question_share`` 0 (`ko_runs.redecide`), to show what the sentence-support rule changes. A model whose server does not start
+of prompt cache (within a question the calls share the instructions' prefix). The same replies are also decided
+under each sentence support of `ALTERNATIVES` (`ko_runs.redecide`, no new call): the rule at the shipped
+``min_question_share`` and at 0, and the learned support (``ko_gen.support_model``), so the supports are compared on
+the same replies. A model whose server does not start
 stops the stage (no metrics from fallback answers). Writes metrics/ko/generation_models.json and .md (numbers only)
 and data/ko/generation_models.jsonl (one row per call, KorQuAD text: git-ignored, never committed).
 """
@@ -14,10 +16,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common import main, params
-from ko_runs import generate, redecide, score_cells, table, without_passages
+from common import ROOT, main, params
+from ko_runs import generate, korquad, redecide, score_cells, table, without_passages
 
+from rag.bench.squad import passage_text
 from rag.io import write_json, write_jsonl, write_text
+from rag.ko import tokenize as korean
+from rag.ko.answer import ShareSupport
+from rag.ko.support import LearnedSupport, TermStats
+
+
+def alternatives(p: dict) -> dict:
+    """The sentence supports every reply is also decided under, by name: the rule at ``ko_gen.min_question_share``
+    and at 0 (an answer's sentence needs one question term), and the learned ``ko_gen.support_model`` bound to the
+    KorQuAD passages."""
+    ko, g = p["ko"], p["ko_gen"]
+    texts = [passage_text(x, ko["index_title"]) for x in korquad(ko)[0]]
+    learned = LearnedSupport.load(ROOT / g["support_model"]).for_kb(TermStats.from_tokens(korean.kiwi_tokens_batch(texts)))
+    return {f"share {g['min_question_share']}": ShareSupport(float(g["min_question_share"])),
+            "share 0": ShareSupport(0.0), f"learned (min_score {learned.min_score:.3f})": learned}
 
 
 def run() -> None:
@@ -25,6 +42,7 @@ def run() -> None:
     ko, m = p["ko"], p["ko_gen_models"]
     g = {**p["ko_gen"], "sample": m["sample"], "seed": m["seed"], "grid": m["grid"]}
     runs, rows_all, md = {}, [], []
+    supports = alternatives(p)
     for model in m["models"]:
         llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]), "threads": int(m["threads"]),
                "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}
@@ -32,15 +50,15 @@ def run() -> None:
         rows, cells, meta = generate(p, g, llm)
         if not meta["server_started"]:
             raise RuntimeError(f"ko_generate_models: the server for {model} did not start (see the warning above)")
-        loose = score_cells(redecide(rows, 0.0))
-        runs[model] = {**meta, "cells": cells, "cells_question_share_0": loose}
+        again = {name: score_cells(redecide(rows, support)) for name, support in supports.items()}
+        runs[model] = {**meta, "cells": cells, "cells_by_support": again}
         rows_all += [{"model": model, **r} for r in without_passages(rows)]
         md.append(f"## {model}\n\n{meta['llm']}, {meta['threads']} thread(s), prompt cache {m['cache_ram_mib']} MiB, "
                   f"load average {meta['load_average_at_start']} at the start; {meta['calls']} calls, "
                   f"{meta['runtime_s']} s, mean call {meta['llm_call_ms_mean']} ms.\n\n"
-                  f"ko_gen.min_question_share {g['min_question_share']} (shipped):\n\n{table(cells)}\n"
-                  f"The same replies decided at min_question_share 0 (an answer's sentence needs one question term; "
-                  f"`ko_runs.redecide`, no new call):\n\n{table(loose)}")
+                  f"Shipped sentence support, {meta['support']}:\n\n{table(cells)}\n"
+                  + "".join(f"The same replies decided under support {name} (`ko_runs.redecide`, no new call):\n\n"
+                            f"{table(c)}\n" for name, c in again.items()))
     write_jsonl(Path(ko["data_dir"]) / "generation_models.jsonl", rows_all)
     write_json(Path(ko["metrics_dir"]) / "generation_models.json",
                {"sample": m["sample"], "seed": m["seed"], "grid": m["grid"], "runs": runs})

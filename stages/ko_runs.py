@@ -16,10 +16,13 @@ import random
 import time
 from pathlib import Path
 
+from common import ROOT
+
 from rag.bench.squad import load_answers, passage_text
 from rag.io import InputError, read_jsonl
 from rag.ko import tokenize as korean
 from rag.ko.answer import KoSettings, answer_ko, decide_ko, focus, score_rows
+from rag.ko.support import from_params as support_from_params
 from rag.retrieval.indexes import BM25Index
 from rag.voice.pipeline import llm_url
 
@@ -78,11 +81,15 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
 
     k1, b = float(g["bm25_k1"]), float(ko["bm25_b"])
     full = BM25Index(texts, tokenize, k1=k1, b=b)
+    support = support_from_params(g, tokens.values(), ROOT)
     depth = max(k for ks in g["grid"].values() for k in ks)
     cap = int(g["passage_max_chars"])
     pid_row = {x["_id"]: i for i, x in enumerate(passages)}
 
     rows, call_ms = [], []
+    meta_support = f"{g.get('support', 'share')}" + (f" (min_question_share {g['min_question_share']})"
+                                                   if g.get("support", "share") == "share" else
+                                                   f" ({g['support_model']}, min_score {support.min_score:.3f})")
     load_at_start = os.getloadavg()[0]
     with llm_url({"llm": llm}, warn=lambda m: print(f"warning: {m}", flush=True)) as url:
         started = url is not None
@@ -93,7 +100,7 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
             ranked = {"gold_included": [i for i, _ in full.top_k(q["text"], depth)],
                       "gold_excluded": [keep[i] for i, _ in excl.top_k(q["text"], depth)]}
             for prompt, ks in g["grid"].items():
-                s = KoSettings.from_params(g, llm, prompt)
+                s = KoSettings.from_params(g, llm, prompt, support)
                 for cond in CONDITIONS:
                     for k in sorted(ks):
                         idx = ranked[cond][:k]
@@ -118,7 +125,7 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
             "threads": int(llm["threads"]), "load_average_at_start": round(load_at_start, 2),
             "retriever": f"BM25 (k1={k1}, b={b}) over {korean.tokenizer_version('kiwi')}, "
                          f"index_title={ko['index_title']}, all {len(passages)} passages",
-            "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"]}
+            "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"], "support": meta_support}
     return rows, cells, meta
 
 
@@ -133,12 +140,13 @@ def score_cells(rows: list[dict]) -> dict:
             for (prompt, k, cond), rs in groups.items()}
 
 
-def redecide(rows: list[dict], min_question_share: float) -> list[dict]:
-    """The same replies decided again (`rag.ko.answer.decide_ko`) at another ``min_question_share``: what the
+def redecide(rows: list[dict], support) -> list[dict]:
+    """The same replies decided again (`rag.ko.answer.decide_ko`) under another sentence ``support``
+    (`rag.ko.answer.ShareSupport` at some ``min_question_share``, or `rag.ko.support.LearnedSupport`): what the
     verifier and fallback would have said, with no new LLM call. Rows need their ``passages``."""
     return [{**r, "final": decide_ko(r["question"], None if r["error"] else r["raw_answer"],
                                      None if r["error"] else r["raw_citations"], r["passages"], r["error"],
-                                     min_question_share)} for r in rows]
+                                     support)} for r in rows]
 
 
 def without_passages(rows: list[dict]) -> list[dict]:

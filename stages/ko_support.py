@@ -1,14 +1,23 @@
-"""Stage ko_support: chooses ``ko_gen.min_question_share`` on the TRAIN split -> metrics/ko/question_share.{json,md}.
+"""Stage ko_support: the Korean verifier's sentence support, chosen and fitted on the TRAIN split ->
+models/ko-support.json, metrics/ko/question_share.{json,md}.
 
-The Korean verifier (`rag.ko.answer.sentence_support`) says an answer only when one cited sentence holds it and at
-least ``min_question_share`` of the question's key terms; the extractive fallback obeys the same bar. For
-``ko_support.sample`` train-split questions (drawn with ``ko_support.seed``): *supported* = the `question_share` of
-the gold passage's sentence holding a gold answer (the best such sentence); *unsupported* = that of the best
-sentence among the ``ko_support.top_k`` BM25 passages (kiwi, k1 ``ko_gen.bm25_k1``) when the gold passage is left
-out, each shown as the model sees it (`rag.ko.answer.focus`, ``ko_gen.passage_max_chars``): the sentence a model
-copies from when the passages lack the answer. The value of ``ko_support.grid`` with the best Youden J is
-reported as ``chosen`` (`rag.ko.answer.choose_question_share`), beside ``shipped`` (params); the test split is
-never read. No LLM.
+An answer is said only when its sentence answers the question (`rag.ko.answer.sentence_support`); the extractive
+fallback obeys the same bar. For ``ko_support.sample`` train-split questions (drawn with ``ko_support.seed``) the top
+``ko_support.top_k`` BM25 passages (kiwi, k1 ``ko_gen.bm25_k1``) are shown as the model sees them
+(`rag.ko.answer.focus`, ``ko_gen.passage_max_chars``) twice: with every passage (*gold included*) and with the
+question's gold passage left out (*gold excluded*, the passages a model copies from when they lack the answer).
+Per question, *supported* = the score of the best sentence holding a gold answer (gold included), *unsupported*
+= the best score of any sentence shown gold-excluded. Two supports:
+
+- ``share`` (`rag.ko.answer.ShareSupport`): the share of the question's key terms; the grid value with the best
+  Youden J is reported as ``chosen`` beside ``shipped`` (params ``ko_gen.min_question_share``);
+- ``learned`` (`rag.ko.support`): a logistic regression over every shown sentence (label: holds a gold answer),
+  scored out of fold (``ko_support.folds`` folds by article) to choose ``min_score``: the lowest value at which at
+  most ``ko_support.max_leaked`` of the unsupported pass (issue 12's goal: hallucination <= 0.1 gold-excluded), then
+  refitted on all and written to ``ko_gen.support_model``.
+
+Both are also reported at that same leak bound, with the extractive pick's hit rate (the best-scored sentence of
+gold-included passages holds a gold answer). The test split is never read. No LLM.
 """
 from __future__ import annotations
 
@@ -16,14 +25,31 @@ import random
 import time
 from pathlib import Path
 
-from common import main, params
+import numpy as np
+from common import ROOT, main, params
 from ko_runs import korquad
 
 from rag.bench.squad import passage_text
-from rag.io import write_json, write_text
+from rag.io import sha256_of, write_json, write_text
 from rag.ko import tokenize as korean
-from rag.ko.answer import choose_question_share, focus, question_share, span_match, split_sentences_ko
+from rag.ko.answer import CUT, ShareSupport, choose_question_share, focus, span_match, split_sentences_ko
+from rag.ko.support import FEATURES, TermStats, choose_min_score, features, fit_support
+from rag.retrieval.e5 import BASE_MODEL, cosines_of
 from rag.retrieval.indexes import BM25Index
+
+
+def per_question(groups: list[dict], scores: np.ndarray) -> tuple[list[float], list[float], float]:
+    """``(supported, unsupported, pick hit)`` from per-sentence ``scores`` over the stacked groups (see `run`)."""
+    supported, unsupported, hits, picks = [], [], 0, 0
+    for g in groups:
+        s = scores[g["start"]:g["start"] + len(g["labels"])]
+        if g["condition"] == "gold_excluded":
+            unsupported.append(float(s.max()) if len(s) else -1.0)
+        elif any(g["labels"]):
+            supported.append(float(max(v for v, ok in zip(s, g["labels"]) if ok)))
+            picks += 1
+            hits += g["labels"][int(np.argmax(s))]
+    return supported, unsupported, hits / picks if picks else 0.0
 
 
 def run() -> None:
@@ -35,38 +61,93 @@ def run() -> None:
     sample = random.Random(int(c["seed"])).sample(train, min(int(c["sample"]), len(train)))
     texts = [passage_text(x, ko["index_title"]) for x in passages]
     tokens = dict(zip(texts, korean.kiwi_tokens_batch(texts)))
+    stats = TermStats.from_tokens(tokens.values())
+    cos = cosines_of(BASE_MODEL)
 
     def tokenize(text: str) -> list[str]:
         return tokens[text] if text in tokens else korean.kiwi_tokens(text)
 
     k1, b, k, cap = float(g["bm25_k1"]), float(ko["bm25_b"]), int(c["top_k"]), int(g["passage_max_chars"])
-    supported, unsupported = [], []
-    for q in sample:
+    full = BM25Index(texts, tokenize, k1=k1, b=b)
+    groups, x, share_scores, article = [], [], [], {}
+    for n, q in enumerate(sample, 1):
         gold_ids = set(qrels[q["_id"]])
-        holding = [s for x in passages if x["_id"] in gold_ids for s in split_sentences_ko(x["text"])
-                   if span_match(s, golds.get(q["_id"], []))]
-        if holding:  # a gold span across a sentence boundary has no supporting sentence: left out
-            supported.append(max(question_share(q["text"], s)[1] for s in holding))
-        keep = [i for i, x in enumerate(passages) if x["_id"] not in gold_ids]
-        top = BM25Index([texts[i] for i in keep], tokenize, k1=k1, b=b).top_k(q["text"], k)
-        shown = [s for i, _ in top for s in split_sentences_ko(focus(q["text"], passages[keep[i]]["text"], cap))]
-        unsupported.append(max((question_share(q["text"], s)[1] for s in shown), default=0.0))
+        article[q["_id"]] = sorted(gold_ids)[0].split("_")[0]
+        keep = [i for i, x_ in enumerate(passages) if x_["_id"] not in gold_ids]
+        ranked = {"gold_included": [i for i, _ in full.top_k(q["text"], k)],
+                  "gold_excluded": [keep[i] for i, _ in
+                                    BM25Index([texts[i] for i in keep], tokenize, k1=k1, b=b).top_k(q["text"], k)]}
+        for cond, idx in ranked.items():
+            shown = [focus(q["text"], passages[i]["text"], cap) for i in idx]
+            sents = [s for t in shown for s in split_sentences_ko(t) if not s.endswith(CUT)]
+            groups.append({"id": q["_id"], "condition": cond, "start": sum(len(gr["labels"]) for gr in groups),
+                           "labels": [cond == "gold_included" and span_match(s, golds.get(q["_id"], []))
+                                      for s in sents]})
+            if sents:
+                x.append(features(q["text"], sents, shown, stats, cos.cosines(q["text"], sents)))
+                share_scores.append(ShareSupport(0.0).scores(q["text"], sents))
+        if n % 100 == 0:
+            print(f"  {n}/{len(sample)} questions: {time.perf_counter() - t0:.0f} s", flush=True)
+    x, share = np.vstack(x), np.concatenate(share_scores)
+    y = np.array([v for gr in groups for v in gr["labels"]], dtype=int)
+    rows_article = np.array([article[gr["id"]] for gr in groups for _ in gr["labels"]])
+
+    # share: Youden J over the grid (as before), and the value at the leak bound
+    supported, unsupported, share_hit = per_question(groups, share)
     chosen, table = choose_question_share(supported, unsupported, c["grid"])
+    bound = float(c["max_leaked"])
+    share_at_bound = choose_min_score(supported, unsupported, bound)
+
+    # learned: out of fold by article, then refitted on all
+    e5_sha = sha256_of(BASE_MODEL)
+    arts = sorted(set(rows_article.tolist()))
+    fold_of = {a: i % int(c["folds"]) for i, a in enumerate(arts)}
+    folds = np.array([fold_of[a] for a in rows_article])
+    oof = np.zeros(len(y))
+    for f in range(int(c["folds"])):
+        m = fit_support(x[folds != f], y[folds != f], BASE_MODEL.name, e5_sha, float(c["l2_c"]))
+        oof[folds == f] = m.probabilities(x[folds == f])
+    l_supported, l_unsupported, learned_hit = per_question(groups, oof)
+    learned_at_bound = choose_min_score(l_supported, l_unsupported, bound)
+    model = fit_support(x, y, BASE_MODEL.name, e5_sha, float(c["l2_c"]))
+    model.min_score = learned_at_bound["min_score"]
+    model.meta = {"fitted_on": f"KorQuAD 1.0 dev, train split: {len(sample)} questions (seed {c['seed']}), "
+                               f"{len(y)} sentences shown (top {k}, gold included and excluded)",
+                  "min_score_from": f"out of fold ({c['folds']} folds by article): at most {bound} of the "
+                                    f"unsupported pass", "l2_c": float(c["l2_c"])}
+    model.save(ROOT / g["support_model"])
+
     out = {"split": "train", "questions": len(sample), "supported_n": len(supported),
-           "unsupported_n": len(unsupported), "seed": c["seed"], "top_k": k, "chosen": chosen,
-           "shipped": float(g["min_question_share"]), "table": table,
+           "unsupported_n": len(unsupported), "sentences": int(len(y)), "seed": c["seed"], "top_k": k,
+           "chosen": chosen, "shipped": float(g["min_question_share"]), "table": table, "max_leaked": bound,
+           "at_max_leaked": {"share": share_at_bound, "learned_out_of_fold": learned_at_bound},
+           "pick_hit": {"share": round(share_hit, 4), "learned_out_of_fold": round(learned_hit, 4)},
+           "learned": {"features": list(FEATURES), "coef": [round(v, 4) for v in model.coef.tolist()],
+                       "min_score": round(model.min_score, 6), "model": g["support_model"]},
            "runtime_s": round(time.perf_counter() - t0, 1)}
     write_json(Path(ko["metrics_dir"]) / "question_share.json", out)
     lines = "".join(f"| {r['min_question_share']:.2f} | {r['supported_kept']:.3f} | {r['unsupported_kept']:.3f} | "
                     f"{r['j']:.3f} |\n" for r in table)
+    sb, lb = share_at_bound, learned_at_bound
     write_text(Path(ko["metrics_dir"]) / "question_share.md",
-               f"Korean sentence support on {len(sample)} TRAIN-split questions (seed {c['seed']}): share of "
-               f"sentences kept at each min_question_share. supported = the gold answer's sentence "
-               f"({len(supported)} questions), unsupported = the best sentence of the top {k} BM25 passages "
-               f"without the gold passage ({len(unsupported)}). Chosen (best J = kept - leaked): {chosen}; "
-               f"shipped (params ko_gen.min_question_share): {out['shipped']}.\n\n"
+               f"Korean sentence support on {len(sample)} TRAIN-split questions (seed {c['seed']}): supported = the "
+               f"best sentence holding the gold answer in the top {k} BM25 passages as shown ({len(supported)} "
+               f"questions), unsupported = the best sentence of the top {k} without the gold passage "
+               f"({len(unsupported)}).\n\n"
+               f"At most {bound} of the unsupported passing (issue 12: hallucination <= 0.1 gold-excluded):\n\n"
+               "| support | min score | supported kept | unsupported kept | extractive pick holds the answer |\n"
+               "|---|---|---|---|---|\n"
+               f"| share (question key terms) | {sb['min_score']:.3f} | {sb['supported_kept']:.3f} | "
+               f"{sb['unsupported_kept']:.3f} | {share_hit:.3f} |\n"
+               f"| learned (out of fold, {c['folds']} folds by article) | {lb['min_score']:.3f} | "
+               f"{lb['supported_kept']:.3f} | {lb['unsupported_kept']:.3f} | {learned_hit:.3f} |\n\n"
+               f"Learned coefficients (standardised features): "
+               + ", ".join(f"{f} {w:+.2f}" for f, w in zip(FEATURES, model.coef)) + "\n\n"
+               f"Share at each min_question_share (best Youden J = kept - leaked: {chosen}; shipped "
+               f"ko_gen.min_question_share: {out['shipped']}):\n\n"
                "| min_question_share | supported kept | unsupported kept | J |\n|---|---|---|---|\n" + lines)
-    print(f"ko_support: chosen {chosen}, shipped {out['shipped']}, {out['runtime_s']} s")
+    print(f"ko_support: share J-chosen {chosen}; at leak <= {bound}: share keeps {sb['supported_kept']}, learned "
+          f"{lb['supported_kept']} (min_score {lb['min_score']:.3f}); {out['runtime_s']} s")
 
 
 main(run)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from llm_stub import Stub
-from rag.ko.answer import (ABSTAIN, KoSettings, ask_ko, build_ko_messages, citations_valid, decide_ko,
+from rag.ko.answer import (ABSTAIN, KoSettings, ShareSupport, ask_ko, build_ko_messages, citations_valid, decide_ko,
                            extractive_ko, focus, hallucinated, headed, is_abstention, key_terms, parse_raw, score_rows,
                            span_match, verify_ko)
 from rag.llm.client import cited_schema, validate_cited
@@ -56,7 +56,7 @@ def test_extractive_picks_the_sentence_with_most_question_morphemes():
     assert extractive_ko("이순신이 태어난 해는?", P) is None          # shares no morpheme
     # 대한민국, 수도, 인구: the first sentence holds 2 of 3 (0.67), the second 1
     assert extractive_ko("대한민국 수도의 인구는?", P) == ("서울은 대한민국의 수도이다.", "1")
-    assert extractive_ko("대한민국 수도의 인구는?", P, min_question_share=0.7) is None
+    assert extractive_ko("대한민국 수도의 인구는?", P, support=ShareSupport(0.7)) is None
 
 
 def test_focus_keeps_the_sentences_sharing_most_question_morphemes():

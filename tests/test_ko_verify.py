@@ -2,7 +2,7 @@
 with the answer's and the question's key terms."""
 import pytest
 
-from rag.ko.answer import (ABSTAIN, decide_ko, is_negative_ko, numbers_ko, polarity_agrees, question_share,
+from rag.ko.answer import (ABSTAIN, ShareSupport, decide_ko, is_negative_ko, numbers_ko, polarity_agrees, question_share,
                            sentence_support,
                            score_rows, verify_ko)
 
@@ -87,7 +87,7 @@ def test_sentence_support_question_share():
     # question terms: 삼일운동, 일어나, 해 (3); the 1919 sentence of SPLIT holds none of them
     assert question_share(WHEN, "1919년에 대한민국 임시정부가 수립되었다.") == (0, 0.0)
     assert sentence_support("1919년", [SPLIT], WHEN) == "number_not_with_terms"
-    assert sentence_support("1919년", [SPLIT], WHEN, min_question_share=0.0) == "number_not_with_terms"  # still >= 1
+    assert sentence_support("1919년", [SPLIT], WHEN, support=ShareSupport(0.0)) == "number_not_with_terms"  # still >= 1
     assert sentence_support("1919년", [TOGETHER], WHEN) is None
     assert sentence_support("서울", [SPLIT], WHEN) == "not_with_question_terms"    # no number: the same test
 
@@ -102,7 +102,7 @@ def test_a_span_from_a_sentence_about_something_else_fails():
     assert question_share(SHOWCASE, "이 쇼케이스는 유튜브를 통해 최초로 공개되었다.") == (3, 0.75)
     assert verify_ko("멜론", ["1"], [APP], SHOWCASE) == (False, "not_with_question_terms")
     assert verify_ko("유튜브", ["1"], [APP], SHOWCASE) == (True, "supported")
-    assert verify_ko("유튜브", ["1"], [APP], SHOWCASE, min_question_share=0.8) == (False, "not_with_question_terms")
+    assert verify_ko("유튜브", ["1"], [APP], SHOWCASE, support=ShareSupport(0.8)) == (False, "not_with_question_terms")
     d = decide_ko(SHOWCASE, "멜론", ["1"], [APP])
     assert (d["say"], d["status"], d["reason"]) == ("이 쇼케이스는 유튜브를 통해 최초로 공개되었다.", "extractive",
                                                   "not_with_question_terms")
@@ -113,7 +113,7 @@ def test_the_fallback_abstains_when_no_sentence_holds_enough_of_the_question():
     other = ["이 쇼케이스는 서울에서 열렸다."]
     d = decide_ko(SHOWCASE, "서울", ["1"], other)
     assert (d["say"], d["status"], d["reason"]) == (ABSTAIN, "fallback_abstained", "not_with_question_terms")
-    d = decide_ko(SHOWCASE, "서울", ["1"], other, min_question_share=0.25)   # 1 of 4 is enough at 0.25
+    d = decide_ko(SHOWCASE, "서울", ["1"], other, support=ShareSupport(0.25))   # 1 of 4 is enough at 0.25
     assert (d["say"], d["status"], d["reason"]) == ("서울", "llm", "supported")
 
 
@@ -122,7 +122,7 @@ def test_decide_replaces_a_number_from_the_wrong_sentence():
     d = decide_ko(WHEN, "1919년", ["1"], [SPLIT])
     assert d == {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained",
                  "reason": "number_not_with_terms"}
-    d = decide_ko(WHEN, "1919년", ["1"], [SPLIT], min_question_share=0.5)
+    d = decide_ko(WHEN, "1919년", ["1"], [SPLIT], support=ShareSupport(0.5))
     assert d == {"say": "삼일운동은 일제강점기의 독립운동이다.", "citations": ["1"], "status": "extractive",
                  "reason": "number_not_with_terms"}
     assert decide_ko(WHEN, "1919년", ["1"], [TOGETHER])["status"] == "llm"

@@ -126,11 +126,12 @@ def markdown(forms: Mapping[str, Mapping]) -> str:
 
 
 def ko_check_said(final: Mapping, raw_answer: str | None, raw_citations: Sequence[str] | None,
-                  passages: Sequence[str], question: str) -> bool:
+                  passages: Sequence[str], question: str, support=None) -> bool:
     """The Korean turn's `rag.bench.loadtest.check_said`: True when what `rag.ko.answer.decide_ko` said is allowed: the
     abstention sentence (``abstained`` / ``fallback_abstained``), a sentence of the cited shown passage
-    (``extractive``), or the model's own answer that `rag.ko.answer.verify_ko` passes again here (``llm``)."""
-    from rag.ko.answer import ABSTAIN, split_sentences_ko, verify_ko
+    (``extractive``), or the model's own answer that `rag.ko.answer.verify_ko` passes again here under the same
+    sentence ``support`` (``llm``; None: the rule's default)."""
+    from rag.ko.answer import ABSTAIN, DEFAULT_SUPPORT, split_sentences_ko, verify_ko
 
     status, say, cits = final.get("status"), final.get("say"), list(final.get("citations") or ())
     if status in ("abstained", "fallback_abstained"):
@@ -140,5 +141,6 @@ def ko_check_said(final: Mapping, raw_answer: str | None, raw_citations: Sequenc
             return False
         return say in split_sentences_ko(passages[int(cits[0]) - 1])
     if status == "llm":
-        return say == raw_answer and verify_ko(say, raw_citations, passages, question)[0]
+        return say == raw_answer and verify_ko(say, raw_citations, passages, question,
+                                               DEFAULT_SUPPORT if support is None else support)[0]
     return False

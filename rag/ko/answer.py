@@ -8,11 +8,12 @@ The model sees the top-k passages numbered ``[문서 1]..[문서 k]`` and must r
 Verifier (`verify_ko`): an answer passes when its citations are valid (`citations_valid`), it agrees
 in polarity with its supporting cited sentence (`is_negative_ko`: 아니/않/못/없...), every key term (Kiwi
 content morpheme, `rag.ko.tokenize.kiwi_tokens`) occurs in the cited passages, and its numbers occur in ONE
-cited sentence together with its key terms and at least ``min_question_share`` of the question's
-(`sentence_support`: the sentence must answer this question, not only share the answer's words); an
-abstention cited "none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the passage
-sentence holding the most distinct query morphemes (`extractive_ko`), or by `ABSTAIN` when that sentence
-holds under ``min_question_share`` of them.
+cited sentence together with its key terms, and that sentence answers the question by a support score
+(`sentence_support`: the sentence must answer this question, not only share the answer's words; the score is
+`ShareSupport`, the share of the question's key terms, or `rag.ko.support.LearnedSupport`, fitted on KorQuAD
+train); an abstention cited "none" passes as an abstention. A failed answer is replaced (`decide_ko`) by the
+passage sentence the support scores highest (`extractive_ko`), or by `ABSTAIN` when it is under the support's
+``min_score``.
 """
 from __future__ import annotations
 
@@ -210,39 +211,66 @@ def choose_question_share(supported: Sequence[float], unsupported: Sequence[floa
     return best["min_question_share"], table
 
 
+class ShareSupport:
+    """The rule: a sentence supports an answer to a question when it holds at least one and at least ``min_score`` of
+    the question's non-number key terms (`question_share`), or all of them. ``scores`` is that share (1.0 for a
+    question with no terms), or -1 for a sentence sharing none; a sentence is supported when its score is at least
+    ``min_score``. The protocol `rag.ko.support.LearnedSupport` also follows: ``scores(question, sentences, shown)``
+    -> (len(sentences),) float64, ``min_score``."""
+
+    name = "share"
+
+    def __init__(self, min_score: float = MIN_QUESTION_SHARE):
+        if not 0.0 <= min_score <= 1.0:
+            raise ValueError(f"min_question_share must be in [0, 1], got {min_score}")
+        self.min_score = float(min_score)
+
+    def scores(self, question: str, sentences: Sequence[str], shown: Sequence[str] = ()) -> np.ndarray:
+        """(len(sentences),) float64: each sentence's `question_share` (-1 when it shares no term and the question
+        has some); ``shown`` (the passages shown) is not read by the rule."""
+        out = []
+        for s in sentences:
+            shared, share = question_share(question, s)
+            out.append(share if share == 1.0 or shared >= 1 else -1.0)
+        return np.array(out, dtype=np.float64)
+
+
+DEFAULT_SUPPORT = ShareSupport()
+
+
 def sentence_support(answer: str, cited: Sequence[str], question: str | None = None,
-                     min_question_share: float = MIN_QUESTION_SHARE) -> str | None:
+                     support=DEFAULT_SUPPORT, shown: Sequence[str] | None = None) -> str | None:
     """None when ONE cited sentence (`split_sentences_ko`) supports the answer as an answer to ``question``, else
     the failure reason.
 
     ``number_not_in_cited``: a number of the answer is not a number of any cited sentence (compared as
     numbers, so "192년" is not found in "1920년"). Otherwise some sentence must hold all the answer's numbers,
     all its other key terms (as morphemes or substrings, like `unsupported_terms`) and, when ``question`` is
-    given, at least one and at least ``min_question_share`` of the question's non-number key terms
-    (`question_share`): a span answer ("1919년", "멜론") carries no topic of its own, the question does; a span
-    copied from a sentence about something else fails (``number_not_with_terms`` for an answer with numbers,
-    ``not_with_question_terms`` for one without)."""
+    given, reach ``support.min_score`` under ``support`` (`ShareSupport`, the rule: at least one and
+    ``min_question_share`` of the question's key terms; or `rag.ko.support.LearnedSupport`, scored with all the
+    ``shown`` passages, default ``cited``): a span answer ("1919년", "멜론") carries no topic of its own, the
+    question does; a span copied from a sentence about something else fails (``number_not_with_terms`` for an
+    answer with numbers, ``not_with_question_terms`` for one without)."""
     nums = numbers_ko(answer)
     sentences = [s for text in cited for s in split_sentences_ko(text)]
     if nums and not nums <= set().union(*(numbers_ko(s) for s in sentences)):
         return "number_not_in_cited"
     terms = {t for t in key_terms(answer) if not _NUMBER.fullmatch(t)}
+    holding = []
     for s in sentences:
         if not nums <= numbers_ko(s):
             continue
         morphemes, low = key_terms(s), s.lower()
-        if not all(t in morphemes or t in low for t in terms):
-            continue
-        if question is None:
-            return None
-        shared, share = question_share(question, s)
-        if share == 1.0 or (shared >= 1 and share >= min_question_share):
-            return None
+        if all(t in morphemes or t in low for t in terms):
+            holding.append(s)
+    if holding and (question is None or
+                    support.scores(question, holding, cited if shown is None else shown).max() >= support.min_score):
+        return None
     return "number_not_with_terms" if nums else "not_with_question_terms"
 
 
 def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str],
-              question: str | None = None, min_question_share: float = MIN_QUESTION_SHARE) -> tuple[bool, str]:
+              question: str | None = None, support=DEFAULT_SUPPORT) -> tuple[bool, str]:
     """Whether an answer may be said; ``(ok, reason)``.
 
     reason: ``abstained`` (ok: the abstention sentence cited "none"), ``supported`` (ok),
@@ -251,7 +279,7 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
     reverse: `polarity_agrees`; checked before the terms, since "복용할 수 있다" against "복용할 수 없다"
     also has a term, 있, missing), ``terms_not_in_cited`` (a key term absent from the cited passages),
     ``number_not_in_cited`` / ``number_not_with_terms`` / ``not_with_question_terms`` (`sentence_support`;
-    ``question`` adds its terms).
+    ``question`` adds the ``support`` test: `ShareSupport` or `rag.ko.support.LearnedSupport`).
     """
     if not citations_valid(answer, citations, len(passages)):
         return False, "invalid_citation"
@@ -264,7 +292,7 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
         return False, "polarity"
     if unsupported_terms(answer, cited):
         return False, "terms_not_in_cited"
-    reason = sentence_support(answer, cited, question, min_question_share)
+    reason = sentence_support(answer, cited, question, support, passages)
     if reason:
         return False, reason
     return True, "supported"
@@ -312,45 +340,38 @@ def focus(question: str, text: str, max_chars: int) -> str:
     return " ".join(sents[i] for i in sorted(picked))
 
 
-def extractive_ko(question: str, passages: Sequence[str],
-                  min_question_share: float = MIN_QUESTION_SHARE) -> tuple[str, str] | None:
-    """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence
-    holding the most distinct question morphemes, as morphemes or substrings (`held_terms`; ties: the earlier
-    passage, then the earlier sentence; a sentence `focus` cut, ending in `CUT`, is never one). None when the best holds none of them or under ``min_question_share`` of the question's
-    non-number key terms (`question_share`: the test an LLM answer's sentence must pass too)."""
-    q = key_terms(question)
-    best, best_n = None, -1
-    for i, text in enumerate(passages, 1):
-        for s in split_sentences_ko(text):
-            if s.endswith(CUT):
-                continue
-            n = held_terms(q, s)
-            if n > best_n:
-                best, best_n = (s, str(i)), n
-    if best is None or best_n < 1:
+def extractive_ko(question: str, passages: Sequence[str], support=DEFAULT_SUPPORT) -> tuple[str, str] | None:
+    """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence ``support``
+    scores highest (`ShareSupport`: the most distinct question morphemes, as morphemes or substrings; a learned
+    `rag.ko.support.LearnedSupport`: its score; ties: the earlier passage, then the earlier sentence; a sentence
+    `focus` cut, ending in `CUT`, is never one). None when there is none or its score is under ``support.min_score``
+    (the test an LLM answer's sentence must pass too)."""
+    cands = [(s, str(i)) for i, text in enumerate(passages, 1) for s in split_sentences_ko(text) if not s.endswith(CUT)]
+    if not cands:
         return None
-    shared, share = question_share(question, best[0])
-    return best if share == 1.0 or (shared >= 1 and share >= min_question_share) else None
+    scores = support.scores(question, [s for s, _ in cands], passages)
+    best = int(np.argmax(scores))  # the first of the best
+    return cands[best] if scores[best] >= support.min_score else None
 
 
 def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
-              error: str | None = None, min_question_share: float = MIN_QUESTION_SHARE) -> dict:
+              error: str | None = None, support=DEFAULT_SUPPORT) -> dict:
     """What is finally said: ``{say, citations, status, reason}``.
 
     status: ``llm`` (a verified answer), ``abstained`` (the model's verified abstention),
     ``extractive`` (a passage sentence, `extractive_ko`), ``fallback_abstained`` (the abstention
-    sentence because no sentence holds ``min_question_share`` of the question's terms). reason: the verifier's
+    sentence because no sentence reaches ``support.min_score``). reason: the verifier's
     reason (`verify_ko`, given the question), or ``llm_<error code>`` when the call failed.
     """
     if error is None and answer is not None:
-        ok, reason = verify_ko(answer, citations, passages, question, min_question_share)
+        ok, reason = verify_ko(answer, citations, passages, question, support)
         if ok:
             return {"say": ABSTAIN if reason == "abstained" else answer,
                     "citations": ["none"] if reason == "abstained" else list(dict.fromkeys(citations)),
                     "status": "abstained" if reason == "abstained" else "llm", "reason": reason}
     else:
         reason = f"llm_{error or 'no_answer'}"
-    pick = extractive_ko(question, passages, min_question_share)
+    pick = extractive_ko(question, passages, support)
     if pick is None:
         return {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained", "reason": reason}
     return {"say": pick[0], "citations": [pick[1]], "status": "extractive", "reason": reason}
@@ -405,15 +426,15 @@ class KoSettings:
     temperature: float = 0.0
     seed: int = 0
     model: str | None = None
-    min_question_share: float = MIN_QUESTION_SHARE  # of the question's terms in an answer's sentence
+    support: object = DEFAULT_SUPPORT  # does an answer's sentence answer the question (`ShareSupport` protocol)
 
     @classmethod
-    def from_params(cls, g: Mapping, llm: Mapping, prompt: str) -> "KoSettings":
+    def from_params(cls, g: Mapping, llm: Mapping, prompt: str, support=DEFAULT_SUPPORT) -> "KoSettings":
         """From the ``ko_gen`` and ``llm`` sections of the params (dicts); ``prompt`` one of `PROMPTS`
-        (`build_ko_messages` rejects another)."""
+        (`build_ko_messages` rejects another); ``support`` from `rag.ko.support.from_params` (it needs the KB)."""
         return cls(prompt=prompt, max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
                    timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),
-                   model=llm.get("model") or None, min_question_share=float(g["min_question_share"]))
+                   model=llm.get("model") or None, support=support)
 
 
 def ask_ko(url: str, question: str, passages: Sequence[str], s: KoSettings) -> LLMReply:
@@ -436,7 +457,7 @@ def answer_ko(url: str | None, question: str, passages: Sequence[str], s: KoSett
         raw, error, total = reply.raw, reply.error, reply.total_ms
     raw_answer, raw_cits = parse_raw(raw)
     final = decide_ko(question, None if error else raw_answer, None if error else raw_cits, passages, error,
-                      s.min_question_share)
+                      s.support)
     return {"raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "error": error,
             "total_ms": None if total is None else round(total, 1), "final": final}
 

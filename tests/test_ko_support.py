@@ -1,0 +1,114 @@
+"""The learned Korean sentence support (rag.ko.support): its parts on hand-made numbers, and the committed model
+(models/ko-support.json, fitted by stage ko_support on KorQuAD train) on sentences written here."""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.io import InputError, sha256_of
+from rag.ko import tokenize as korean
+from rag.ko.answer import ABSTAIN, ShareSupport, decide_ko, extractive_ko, question_share
+from rag.ko.support import (FEATURES, LearnedSupport, TermStats, choose_min_score, features, fit_support,
+                            from_params)
+
+ROOT = Path(__file__).resolve().parent.parent
+HALLA = "한라산은 제주도에 있는 산으로 높이는 1,947미터이다."
+BUSAN = "부산은 대한민국 남동부의 항구 도시이다. 부산의 인구는 약 340만 명이다."
+SEJONG = "세종대왕은 1443년에 훈민정음을 창제하였다."
+KB = [HALLA, BUSAN, SEJONG, "경복궁은 1395년에 지어진 조선의 궁궐이다.", "서울은 대한민국의 수도이다."]
+
+
+def test_idf_is_the_bm25_form_over_the_kb():
+    stats = TermStats.from_tokens([["산", "높이"], ["산"], []])
+    assert stats.n == 3 and stats.df == {"산": 2, "높이": 1}
+    assert stats.idf("높이") == pytest.approx(math.log(4 / 1.5))
+    assert stats.idf("없는말") == pytest.approx(stats.max_idf) == pytest.approx(math.log(4 / 0.5))
+
+
+def test_features_by_hand():
+    stats = TermStats.from_tokens(korean.kiwi_tokens_batch(KB))
+    q = "한라산의 높이는?"
+    x = features(q, [HALLA, "부산의 인구는 약 340만 명이다."], [HALLA, BUSAN], stats, np.array([0.9, 0.7]))
+    assert x.shape == (2, len(FEATURES))
+    col = dict(zip(FEATURES, x.T))
+    assert col["share"].tolist() == [question_share(q, HALLA)[1], 0.0] == [1.0, 0.0]
+    assert col["idf_share"].tolist() == [1.0, 0.0]
+    assert col["rarest_missing"][0] == 0.0 and col["rarest_missing"][1] > 0
+    assert col["rarest_missing_shown"].tolist() == [0.0, 0.0]        # the shown passages hold every term
+    assert col["e5_gap"].tolist() == pytest.approx([0.0, 0.2])
+    assert col["has_digits"].tolist() == [1.0, 1.0]
+    assert col["asks_number_has_digits"].tolist() == [0.0, 0.0]     # "높이는?" names no 몇/언제/얼마
+    # character bigrams of "한라산의높이는": 한라 라산 산의 의높 높이 이는; HALLA holds 한라 라산 높이 이는
+    assert col["bigram_share"][0] == pytest.approx(4 / 6)
+
+
+def test_choose_min_score_is_the_lowest_value_within_the_leak_bound():
+    out = choose_min_score([0.9, 0.8, 0.3], [0.1, 0.2, 0.85, 0.5], 0.25)
+    assert out == {"min_score": 0.8, "supported_kept": round(2 / 3, 4), "unsupported_kept": 0.25}
+    assert choose_min_score([0.9], [0.95], 0.0)["min_score"] == math.inf    # nothing can pass: everything refused
+    with pytest.raises(ValueError):
+        choose_min_score([], [0.1], 0.1)
+    with pytest.raises(ValueError):
+        choose_min_score([0.5], [0.1], 1.5)
+
+
+def test_fit_save_load_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, len(FEATURES)))
+    y = (x[:, 0] + 0.1 * rng.normal(size=200) > 0).astype(int)
+    m = fit_support(x, y, "e5-small.onnx", "abc")
+    p = m.probabilities(x)
+    assert p[y == 1].mean() > 0.8 > 0.2 > p[y == 0].mean()
+    m.min_score = 0.42
+    m.save(tmp_path / "s.json")
+    back = LearnedSupport.load(tmp_path / "s.json")
+    assert back.min_score == 0.42 and back.e5_model == tmp_path / "e5-small.onnx" and back.e5_sha256 == "abc"
+    assert np.allclose(back.probabilities(x), p)
+    with pytest.raises(RuntimeError, match="for_kb"):
+        back.scores("질문", ["문장"])
+    with pytest.raises(ValueError, match="one class|answer and"):
+        fit_support(x, np.zeros(200), "e5-small.onnx")
+
+
+def test_a_bad_model_file_is_named(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"features": ["share"], "mean": [0], "scale": [1], "coef": [1], "intercept": 0,
+                               "min_score": 0.5, "e5_model": "e5-small.onnx"}), encoding="utf-8")
+    with pytest.raises(InputError, match="bad.json"):
+        LearnedSupport.load(bad)
+    with pytest.raises(InputError, match="missing.json"):
+        LearnedSupport.load(tmp_path / "missing.json")
+    with pytest.raises(InputError, match="ko_gen.support"):
+        from_params({"support": "magic"})
+    with pytest.raises(ValueError, match="passage tokens"):
+        from_params({"support": "learned", "support_model": "models/ko-support.json"}, None, ROOT)
+    share = from_params({"support": "share", "min_question_share": 0.4})
+    assert isinstance(share, ShareSupport) and share.min_score == 0.4
+
+
+@pytest.fixture(scope="module")
+def learned():
+    g = {"support": "learned", "support_model": "models/ko-support.json"}
+    return from_params(g, korean.kiwi_tokens_batch(KB), ROOT)
+
+
+def test_the_committed_model_names_its_encoder_and_features(learned):
+    m = json.loads((ROOT / "models" / "ko-support.json").read_text(encoding="utf-8"))
+    assert tuple(m["features"]) == FEATURES
+    assert m["e5_sha256"] == sha256_of(ROOT / "models" / m["e5_model"])
+    assert 0.0 < learned.min_score < 1.0
+
+
+def test_the_committed_model_tells_the_answering_sentence_from_a_neighbour(learned):
+    q = "한라산의 높이는?"
+    s = learned.scores(q, [HALLA, "부산의 인구는 약 340만 명이다.", SEJONG], [HALLA, BUSAN, SEJONG])
+    assert s[0] >= learned.min_score > max(s[1], s[2])
+    # a span copied from a sentence about something else is not said; the answering sentence is, as the fallback
+    d = decide_ko(q, "340만 명", ["2"], [HALLA, BUSAN], support=learned)
+    assert d == {"say": HALLA, "citations": ["1"], "status": "extractive", "reason": "number_not_with_terms"}
+    assert decide_ko(q, "1,947미터", ["1"], [HALLA, BUSAN], support=learned)["status"] == "llm"
+    # passages that lack the answer: the model's copy and the fallback are both refused
+    assert extractive_ko(q, [BUSAN, SEJONG], learned) is None
+    assert decide_ko(q, "340만 명", ["1"], [BUSAN, SEJONG], support=learned)["say"] == ABSTAIN
