@@ -252,7 +252,9 @@ def test_a_korean_question_is_answered_from_the_given_kb(tmp_path, capsys):
 
 @pytest.mark.parametrize("question, said", [
     ("서울 지점 영업시간은 언제인가요?", "서울 지점: 영업시간은 오전 10시부터 오후 8시까지입니다."),
-    ("부산 지점은 몇 시에 문을 여나요?", "부산 지점: 영업시간은 오전 9시부터 오후 6시까지입니다.")])
+    # (until 2026-12-04 "부산 지점은 몇 시에 문을 여나요?": a paraphrase the learned sentence support refuses, see
+    # tests/test_ko_support.py::test_a_paraphrase_the_rule_answered_is_refused_at_the_stricter_operating_point)
+    ("부산 지점은 몇 시부터 영업하나요?", "부산 지점: 영업시간은 오전 9시부터 오후 6시까지입니다.")])
 def test_a_korean_answer_keeps_the_branch_its_heading_names(tmp_path, capsys, question, said):
     # before (2026-12-03): the branches' sentences differed only under their headings, which neither the LLM nor the
     # extractive pick saw, so the Seoul question was refused or heard the Busan hours (the first passage of a tie)
