@@ -11,19 +11,26 @@ under each sentence support of `ALTERNATIVES` (`ko_runs.redecide`, no new call):
 the same replies. A model whose server does not start
 stops the stage (no metrics from fallback answers). Writes metrics/ko/generation_models.json and .md (numbers only)
 and data/ko/generation_models.jsonl (one row per call, KorQuAD text: git-ignored, never committed).
+
+``--redecide``: no LLM; the replies of data/ko/generation_models.jsonl decided again with today's verifier and
+supports (the shown passages rebuilt from the rows' passage ids), the run's settings and timings kept from
+metrics/ko/generation_models.json: what a change to the decision rules does to the same replies.
 """
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
 from common import ROOT, main, params
-from ko_runs import generate, korquad, redecide, score_cells, table, without_passages
+from ko_runs import generate, korquad, redecide, score_cells, support_label, table, without_passages
 
 from rag.bench.squad import passage_text
-from rag.io import write_json, write_jsonl, write_text
+from rag.io import read_jsonl, write_json, write_jsonl, write_text
+from rag.ko.answer import focus
 from rag.ko import tokenize as korean
 from rag.ko.answer import ShareSupport
-from rag.ko.support import LearnedSupport, TermStats
+from rag.ko.support import from_params as support_from_params
 
 
 def alternatives(p: dict) -> dict:
@@ -32,30 +39,57 @@ def alternatives(p: dict) -> dict:
     KorQuAD passages."""
     ko, g = p["ko"], p["ko_gen"]
     texts = [passage_text(x, ko["index_title"]) for x in korquad(ko)[0]]
-    learned = LearnedSupport.load(ROOT / g["support_model"]).for_kb(TermStats.from_tokens(korean.kiwi_tokens_batch(texts)))
+    learned = support_from_params({**g, "support": "learned"}, korean.kiwi_tokens_batch(texts), ROOT)
     return {f"share {g['min_question_share']}": ShareSupport(float(g["min_question_share"])),
             "share 0": ShareSupport(0.0), f"learned (min_score {learned.min_score:.3f})": learned}
+
+
+def decided_again(p: dict, g: dict) -> tuple[dict, dict]:
+    """``({model: rows with their shown passages}, {model: run meta})`` from the last run's files (``--redecide``)."""
+    ko = p["ko"]
+    passages = {x["_id"]: x for x in korquad(ko)[0]}
+    data, metrics = Path(ko["data_dir"]) / "generation_models.jsonl", Path(ko["metrics_dir"]) / "generation_models.json"
+    by_model: dict[str, list[dict]] = {}
+    for r in read_jsonl(data, required=["model", "question", "retrieved", "raw_answer", "raw_citations", "error"]):
+        shown = [focus(r["question"], passages[i]["text"], int(g["passage_max_chars"])) for i in r["retrieved"]]
+        by_model.setdefault(r["model"], []).append({**r, "passages": shown})
+    runs = json.loads(metrics.read_text(encoding="utf-8"))["runs"]
+    return by_model, {m: {k: v for k, v in runs[m].items() if k not in ("cells", "cells_by_support",
+                                                                        "cells_question_share_0")} for m in by_model}
 
 
 def run() -> None:
     p = params()
     ko, m = p["ko"], p["ko_gen_models"]
     g = {**p["ko_gen"], "sample": m["sample"], "seed": m["seed"], "grid": m["grid"]}
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--redecide", action="store_true")
+    again_only = ap.parse_known_args()[0].redecide
     runs, rows_all, md = {}, [], []
     supports = alternatives(p)
+    if again_only:
+        by_model, metas = decided_again(p, g)
+        texts = [passage_text(x, ko["index_title"]) for x in korquad(ko)[0]]
+        shipped = support_from_params(g, korean.kiwi_tokens_batch(texts), ROOT)
     for model in m["models"]:
-        llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]), "threads": int(m["threads"]),
-               "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}
-        print(f"ko_generate_models: {model}", flush=True)
-        rows, cells, meta = generate(p, g, llm)
-        if not meta["server_started"]:
-            raise RuntimeError(f"ko_generate_models: the server for {model} did not start (see the warning above)")
+        if again_only:
+            rows = redecide(by_model[model], shipped)
+            cells, meta = score_cells(rows), {**metas[model], "support": support_label(g, shipped),
+                                              "redecided": "replies of the run below decided again (--redecide)"}
+        else:
+            llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]),
+                   "threads": int(m["threads"]), "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}
+            print(f"ko_generate_models: {model}", flush=True)
+            rows, cells, meta = generate(p, g, llm)
+            if not meta["server_started"]:
+                raise RuntimeError(f"ko_generate_models: the server for {model} did not start (see the warning above)")
         again = {name: score_cells(redecide(rows, support)) for name, support in supports.items()}
         runs[model] = {**meta, "cells": cells, "cells_by_support": again}
-        rows_all += [{"model": model, **r} for r in without_passages(rows)]
+        rows_all += [{"model": model, **{k: v for k, v in r.items() if k != "model"}} for r in without_passages(rows)]
         md.append(f"## {model}\n\n{meta['llm']}, {meta['threads']} thread(s), prompt cache {m['cache_ram_mib']} MiB, "
                   f"load average {meta['load_average_at_start']} at the start; {meta['calls']} calls, "
-                  f"{meta['runtime_s']} s, mean call {meta['llm_call_ms_mean']} ms.\n\n"
+                  f"{meta['runtime_s']} s, mean call {meta['llm_call_ms_mean']} ms"
+                  + (f" ({meta['redecided']})" if "redecided" in meta else "") + ".\n\n"
                   f"Shipped sentence support, {meta['support']}:\n\n{table(cells)}\n"
                   + "".join(f"The same replies decided under support {name} (`ko_runs.redecide`, no new call):\n\n"
                             f"{table(c)}\n" for name, c in again.items()))

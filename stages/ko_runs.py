@@ -87,9 +87,6 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
     pid_row = {x["_id"]: i for i, x in enumerate(passages)}
 
     rows, call_ms = [], []
-    meta_support = f"{g.get('support', 'share')}" + (f" (min_question_share {g['min_question_share']})"
-                                                   if g.get("support", "share") == "share" else
-                                                   f" ({g['support_model']}, min_score {support.min_score:.3f})")
     load_at_start = os.getloadavg()[0]
     with llm_url({"llm": llm}, warn=lambda m: print(f"warning: {m}", flush=True)) as url:
         started = url is not None
@@ -125,7 +122,7 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
             "threads": int(llm["threads"]), "load_average_at_start": round(load_at_start, 2),
             "retriever": f"BM25 (k1={k1}, b={b}) over {korean.tokenizer_version('kiwi')}, "
                          f"index_title={ko['index_title']}, all {len(passages)} passages",
-            "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"], "support": meta_support}
+            "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"], "support": support_label(g, support)}
     return rows, cells, meta
 
 
@@ -138,6 +135,14 @@ def score_cells(rows: list[dict]) -> dict:
                                        "gold_retrieved_rate": round(sum(r["gold_retrieved"] for r in rs) / len(rs), 4),
                                        **score_rows(rs)}
             for (prompt, k, cond), rs in groups.items()}
+
+
+def support_label(g: dict, support) -> str:
+    """How the shipped sentence support of ``ko_gen`` is named in the metrics ("learned (models/ko-support.json,
+    min_score 0.313)", "share (min_question_share 0.6)")."""
+    if support.name == "share":
+        return f"share (min_question_share {support.min_score})"
+    return f"learned ({g['support_model']}, min_score {support.min_score:.3f})"
 
 
 def redecide(rows: list[dict], support) -> list[dict]:

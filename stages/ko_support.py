@@ -33,7 +33,7 @@ from rag.bench.squad import passage_text
 from rag.io import sha256_of, write_json, write_text
 from rag.ko import tokenize as korean
 from rag.ko.answer import CUT, ShareSupport, choose_question_share, focus, span_match, split_sentences_ko
-from rag.ko.support import FEATURES, TermStats, choose_min_score, features, fit_support
+from rag.ko.support import FEATURES, LearnedSupport, TermStats, choose_min_score, features, fit_support
 from rag.retrieval.e5 import BASE_MODEL, cosines_of
 from rag.retrieval.indexes import BM25Index
 
@@ -109,12 +109,12 @@ def run() -> None:
         oof[folds == f] = m.probabilities(x[folds == f])
     l_supported, l_unsupported, learned_hit = per_question(groups, oof)
     learned_at_bound = choose_min_score(l_supported, l_unsupported, bound)
-    model = fit_support(x, y, BASE_MODEL.name, e5_sha, float(c["l2_c"]))
-    model.min_score = learned_at_bound["min_score"]
-    model.meta = {"fitted_on": f"KorQuAD 1.0 dev, train split: {len(sample)} questions (seed {c['seed']}), "
+    fitted = fit_support(x, y, BASE_MODEL.name, e5_sha, float(c["l2_c"]))
+    model = LearnedSupport(fitted.mean, fitted.scale, fitted.coef, fitted.intercept, learned_at_bound["min_score"],
+                           BASE_MODEL.name, e5_sha, meta={"fitted_on": f"KorQuAD 1.0 dev, train split: {len(sample)} questions (seed {c['seed']}), "
                                f"{len(y)} sentences shown (top {k}, gold included and excluded)",
                   "min_score_from": f"out of fold ({c['folds']} folds by article): at most {bound} of the "
-                                    f"unsupported pass", "l2_c": float(c["l2_c"])}
+                                    f"unsupported pass", "l2_c": float(c["l2_c"])})
     model.save(ROOT / g["support_model"])
 
     out = {"split": "train", "questions": len(sample), "supported_n": len(supported),

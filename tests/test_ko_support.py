@@ -126,3 +126,34 @@ def test_a_paraphrase_the_rule_answered_is_refused_at_the_stricter_operating_poi
     assert extractive_ko(q, [busan, seoul], ShareSupport(0.688)) is None
     assert extractive_ko(q, [busan, seoul], learned) is None
     assert extractive_ko("부산 지점은 몇 시부터 영업하나요?", [busan, seoul], learned) == (busan, "1")
+
+
+def test_the_rule_ranks_by_every_question_term_numbers_included():
+    # a review (2026-12-04): ranked by the non-number share, every sentence of "1950년에 일어난 전쟁은?" tied at 1.0
+    # and the 1945 one (first) was said; a question with no key term ("뭐야?") got the first sentence instead of None
+    p = "1945년에 일어난 전쟁은 태평양 전쟁의 끝이었다. 1950년에 일어난 전쟁은 한국 전쟁이다."
+    assert extractive_ko("1950년에 일어난 전쟁은?", [p]) == ("1950년에 일어난 전쟁은 한국 전쟁이다.", "1")
+    assert extractive_ko("뭐야?", [p]) is None
+    assert extractive_ko("", [p]) is None
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"scale": [0.0] + [1.0] * (len(FEATURES) - 1)}, "scale > 0"),
+    ({"coef": [float("nan")] * len(FEATURES)}, "finite"),
+    ({"min_score": -1}, "min_score"),
+    ({"min_score": float("nan")}, "min_score"),
+])
+def test_a_model_that_would_say_anything_is_refused_at_load(tmp_path, change, error):
+    m = json.loads((ROOT / "models" / "ko-support.json").read_text(encoding="utf-8")) | change
+    (tmp_path / "m.json").write_text(json.dumps(m), encoding="utf-8")
+    with pytest.raises(InputError, match=f"m.json.*{error}"):
+        LearnedSupport.load(tmp_path / "m.json")
+
+
+def test_a_missing_encoder_or_model_key_is_named_before_any_question(tmp_path):
+    m = json.loads((ROOT / "models" / "ko-support.json").read_text(encoding="utf-8")) | {"e5_model": "gone.onnx"}
+    (tmp_path / "m.json").write_text(json.dumps(m), encoding="utf-8")
+    with pytest.raises(InputError, match="m.json.*gone.onnx"):
+        from_params({"support": "learned", "support_model": "m.json"}, [["a"]], tmp_path)
+    with pytest.raises(InputError, match="ko_gen.support_model"):
+        from_params({"support": "learned", "support_model": None}, [["a"]], tmp_path)

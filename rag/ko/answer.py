@@ -64,9 +64,9 @@ NEGATIONS_KO = frozenset({("아니", "VCN"), ("아니", "MAG"), ("아니", "IC")
 _PREDICATE_TAGS = frozenset({"VV", "VA", "VX", "VCN", "VCP", "XSV", "XSA"})
 _PUNCTUATION_TAGS = frozenset({"SF", "SP", "SS", "SSO", "SSC", "SE", "SO", "SW"})
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-# Share of the question's key terms the sentence holding an answer must contain (`sentence_support`), the default
-# of `verify_ko` and `extractive_ko`; the shipped value is params ko_gen.min_question_share (README "Grounded Korean
-# answers": chosen on the train split).
+# Share of the question's key terms the sentence holding an answer must contain under the rule (`ShareSupport`, the
+# default of `verify_ko` and `extractive_ko`); params ko_gen.min_question_share, used when ko_gen.support is share
+# (README "Grounded Korean answers": chosen on the train split).
 MIN_QUESTION_SHARE = 0.6
 
 
@@ -214,9 +214,12 @@ def choose_question_share(supported: Sequence[float], unsupported: Sequence[floa
 class ShareSupport:
     """The rule: a sentence supports an answer to a question when it holds at least one and at least ``min_score`` of
     the question's non-number key terms (`question_share`), or all of them. ``scores`` is that share (1.0 for a
-    question with no terms), or -1 for a sentence sharing none; a sentence is supported when its score is at least
-    ``min_score``. The protocol `rag.ko.support.LearnedSupport` also follows: ``scores(question, sentences, shown)``
-    -> (len(sentences),) float64, ``min_score``."""
+    question with no such terms), or -1 for a sentence sharing none; a sentence is supported when its score is at
+    least ``min_score``. ``order`` ranks the extractive candidates: how many distinct question key terms, numbers
+    included, a sentence holds (`held_terms`); a best candidate holding none is never said.
+
+    The protocol `rag.ko.support.LearnedSupport` also follows: ``scores(question, sentences, shown)`` and
+    ``order(question, sentences, shown)`` -> (len(sentences),) float64, ``min_score``."""
 
     name = "share"
 
@@ -233,6 +236,11 @@ class ShareSupport:
             shared, share = question_share(question, s)
             out.append(share if share == 1.0 or shared >= 1 else -1.0)
         return np.array(out, dtype=np.float64)
+
+    def order(self, question: str, sentences: Sequence[str], shown: Sequence[str] = ()) -> np.ndarray:
+        """(len(sentences),) float64: distinct question key terms (numbers included) each sentence holds."""
+        q = key_terms(question)
+        return np.array([held_terms(q, s) for s in sentences], dtype=np.float64)
 
 
 DEFAULT_SUPPORT = ShareSupport()
@@ -263,8 +271,14 @@ def sentence_support(answer: str, cited: Sequence[str], question: str | None = N
         morphemes, low = key_terms(s), s.lower()
         if all(t in morphemes or t in low for t in terms):
             holding.append(s)
-    if holding and (question is None or
-                    support.scores(question, holding, cited if shown is None else shown).max() >= support.min_score):
+    if not holding:
+        return "number_not_with_terms" if nums else "not_with_question_terms"
+    if question is None:
+        return None
+    shown = list(cited if shown is None else shown)  # scored among every shown sentence, as the support was fitted
+    pool = list(dict.fromkeys([s for text in shown for s in split_sentences_ko(text)] + holding))
+    scores = dict(zip(pool, support.scores(question, pool, shown)))
+    if max(scores[s] for s in holding) >= support.min_score:
         return None
     return "number_not_with_terms" if nums else "not_with_question_terms"
 
@@ -341,17 +355,21 @@ def focus(question: str, text: str, max_chars: int) -> str:
 
 
 def extractive_ko(question: str, passages: Sequence[str], support=DEFAULT_SUPPORT) -> tuple[str, str] | None:
-    """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence ``support``
-    scores highest (`ShareSupport`: the most distinct question morphemes, as morphemes or substrings; a learned
-    `rag.ko.support.LearnedSupport`: its score; ties: the earlier passage, then the earlier sentence; a sentence
-    `focus` cut, ending in `CUT`, is never one). None when there is none or its score is under ``support.min_score``
-    (the test an LLM answer's sentence must pass too)."""
+    """The sentence to say instead of a failed answer, as ``(sentence, label)``: the passage sentence first in
+    ``support.order`` (`ShareSupport`: the most distinct question morphemes, numbers included, as morphemes or
+    substrings; a learned `rag.ko.support.LearnedSupport`: its score; ties: the earlier passage, then the earlier
+    sentence; a sentence `focus` cut, ending in `CUT`, is never one). None when there is none, the best holds nothing
+    of the question (order 0) or its score is under ``support.min_score`` (the test an LLM answer's sentence must
+    pass too)."""
     cands = [(s, str(i)) for i, text in enumerate(passages, 1) for s in split_sentences_ko(text) if not s.endswith(CUT)]
     if not cands:
         return None
-    scores = support.scores(question, [s for s, _ in cands], passages)
-    best = int(np.argmax(scores))  # the first of the best
-    return cands[best] if scores[best] >= support.min_score else None
+    sentences = [s for s, _ in cands]
+    order = support.order(question, sentences, passages)
+    best = int(np.argmax(order))  # the first of the best
+    if order[best] <= 0 or support.scores(question, [sentences[best]], passages)[0] < support.min_score:
+        return None
+    return cands[best]
 
 
 def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
@@ -429,7 +447,7 @@ class KoSettings:
     support: object = DEFAULT_SUPPORT  # does an answer's sentence answer the question (`ShareSupport` protocol)
 
     @classmethod
-    def from_params(cls, g: Mapping, llm: Mapping, prompt: str, support=DEFAULT_SUPPORT) -> "KoSettings":
+    def from_params(cls, g: Mapping, llm: Mapping, prompt: str, support) -> "KoSettings":
         """From the ``ko_gen`` and ``llm`` sections of the params (dicts); ``prompt`` one of `PROMPTS`
         (`build_ko_messages` rejects another); ``support`` from `rag.ko.support.from_params` (it needs the KB)."""
         return cls(prompt=prompt, max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),

@@ -1,9 +1,9 @@
 """Does a Korean sentence answer the question? A support score learned from KorQuAD train (issue 12's Korean goal).
 
 `rag.ko.answer.ShareSupport`, the rule, says a sentence answers when it holds at least ``min_question_share`` of the
-question's key terms. On KorQuAD train that keeps 0.73 of the gold answers' sentences while 0.21 of the best
-sentences of passages *lacking* the answer pass too (`metrics/ko/question_share.md`): a near-topic sentence shares
-the question's words. `LearnedSupport` is a logistic regression over `FEATURES` of (question, sentence, passages
+question's key terms. On KorQuAD train, at the shipped 0.6, that keeps 0.76 of the gold answers' sentences while 0.22
+of the best sentences of passages *lacking* the answer pass too (`metrics/ko/question_share.md`): a near-topic
+sentence shares the question's words. `LearnedSupport` is a logistic regression over `FEATURES` of (question, sentence, passages
 shown): the share, the same share weighted by IDF (a rare name counts more than 하다), the IDF of the rarest
 question term the sentence (and all the shown passages) lack, character-bigram overlap (Kiwi splits a compound
 differently in a question and in a sentence), the multilingual-e5-small cosine of question and sentence (``query:`` /
@@ -106,6 +106,10 @@ class LearnedSupport:
         self.coef, self.intercept = np.asarray(coef, float), float(intercept)
         if not self.mean.shape == self.scale.shape == self.coef.shape == (len(FEATURES),):
             raise ValueError(f"a support model needs {len(FEATURES)} features: {FEATURES}")
+        if not (np.isfinite(np.r_[self.mean, self.scale, self.coef, self.intercept]).all() and (self.scale > 0).all()):
+            raise ValueError("mean, scale, coef and intercept must be finite numbers, scale > 0")
+        if not 0.0 <= float(min_score) <= 1.0:
+            raise ValueError(f"min_score must be in [0, 1], got {min_score}")
         self.min_score, self.e5_model, self.e5_sha256 = float(min_score), Path(e5_model), e5_sha256
         self.stats, self.meta = stats, dict(meta or {})
 
@@ -132,6 +136,10 @@ class LearnedSupport:
         if not sentences:
             return np.zeros(0)
         return self.probabilities(features(question, sentences, shown, self.stats, self.cosines(question, sentences)))
+
+    def order(self, question: str, sentences: Sequence[str], shown: Sequence[str] = ()) -> np.ndarray:
+        """The extractive candidates' ranking: `scores`."""
+        return self.scores(question, sentences, shown)
 
     def to_json(self) -> dict:
         return {"features": list(FEATURES), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
@@ -209,5 +217,14 @@ def from_params(g: Mapping, passage_tokens: Iterable[Sequence[str]] | None = Non
         raise InputError(f"params ko_gen.support must be share or learned, got {kind!r}")
     if passage_tokens is None:
         raise ValueError("learned support needs the KB's passage tokens (its document frequencies)")
-    return LearnedSupport.load(Path(root) / g["support_model"]).for_kb(TermStats.from_tokens(passage_tokens))
+    if not isinstance(g.get("support_model"), str) or not g["support_model"]:
+        raise InputError(f"params ko_gen.support_model must name the model file, got {g.get('support_model')!r}")
+    model = LearnedSupport.load(Path(root) / g["support_model"])
+    from rag.retrieval.e5 import cosines_of
+
+    try:  # its e5 encoder now, before any question is asked
+        cosines_of(model.e5_model, model.e5_sha256)
+    except (OSError, RuntimeError) as e:
+        raise InputError(f"{Path(root) / g['support_model']}: its e5 encoder {model.e5_model}: {e}") from None
+    return model.for_kb(TermStats.from_tokens(passage_tokens))
 
