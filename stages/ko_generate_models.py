@@ -75,7 +75,7 @@ def run() -> None:
         if again_only:
             rows = redecide(by_model[model], shipped)
             cells, meta = score_cells(rows), {**metas[model], "support": support_label(g, shipped),
-                                              "redecided": "replies of the run below decided again (--redecide)"}
+                                              "redecided": "its stored replies decided again by --redecide, no new call"}
         else:
             llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]),
                    "threads": int(m["threads"]), "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}

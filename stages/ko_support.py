@@ -38,8 +38,11 @@ from rag.retrieval.e5 import BASE_MODEL, cosines_of
 from rag.retrieval.indexes import BM25Index
 
 
-def per_question(groups: list[dict], scores: np.ndarray) -> tuple[list[float], list[float], float]:
-    """``(supported, unsupported, pick hit)`` from per-sentence ``scores`` over the stacked groups (see `run`)."""
+def per_question(groups: list[dict], scores: np.ndarray, order: np.ndarray | None = None
+                 ) -> tuple[list[float], list[float], float]:
+    """``(supported, unsupported, pick hit)`` from per-sentence ``scores`` over the stacked groups (see `run`); the
+    pick is the first best of ``order`` (default ``scores``), as `rag.ko.answer.extractive_ko` picks."""
+    order = scores if order is None else order
     supported, unsupported, hits, picks = [], [], 0, 0
     for g in groups:
         s = scores[g["start"]:g["start"] + len(g["labels"])]
@@ -48,7 +51,7 @@ def per_question(groups: list[dict], scores: np.ndarray) -> tuple[list[float], l
         elif any(g["labels"]):
             supported.append(float(max(v for v, ok in zip(s, g["labels"]) if ok)))
             picks += 1
-            hits += g["labels"][int(np.argmax(s))]
+            hits += g["labels"][int(np.argmax(order[g["start"]:g["start"] + len(g["labels"])]))]
     return supported, unsupported, hits / picks if picks else 0.0
 
 
@@ -69,7 +72,7 @@ def run() -> None:
 
     k1, b, k, cap = float(g["bm25_k1"]), float(ko["bm25_b"]), int(c["top_k"]), int(g["passage_max_chars"])
     full = BM25Index(texts, tokenize, k1=k1, b=b)
-    groups, x, share_scores, article = [], [], [], {}
+    groups, x, share_scores, share_order, article = [], [], [], [], {}
     for n, q in enumerate(sample, 1):
         gold_ids = set(qrels[q["_id"]])
         article[q["_id"]] = sorted(gold_ids)[0].split("_")[0]
@@ -86,6 +89,7 @@ def run() -> None:
             if sents:
                 x.append(features(q["text"], sents, shown, stats, cos.cosines(q["text"], sents)))
                 share_scores.append(ShareSupport(0.0).scores(q["text"], sents))
+                share_order.append(ShareSupport(0.0).order(q["text"], sents))
         if n % 100 == 0:
             print(f"  {n}/{len(sample)} questions: {time.perf_counter() - t0:.0f} s", flush=True)
     x, share = np.vstack(x), np.concatenate(share_scores)
@@ -93,7 +97,7 @@ def run() -> None:
     rows_article = np.array([article[gr["id"]] for gr in groups for _ in gr["labels"]])
 
     # share: Youden J over the grid (as before), and the value at the leak bound
-    supported, unsupported, share_hit = per_question(groups, share)
+    supported, unsupported, share_hit = per_question(groups, share, np.concatenate(share_order))
     chosen, table = choose_question_share(supported, unsupported, c["grid"])
     bound = float(c["max_leaked"])
     share_at_bound = choose_min_score(supported, unsupported, bound)
