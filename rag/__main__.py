@@ -419,7 +419,7 @@ def _ask_ko(question: str, p: dict, args) -> int:
     shown = [focus(question, headed(passages[i]["title"], passages[i]["text"]) if args.kb else passages[i]["text"],
                    int(g["passage_max_chars"])) for i, _ in top]
     llm = p["llm"]
-    s = KoSettings.from_params(g, llm, g["cli_prompt"], support_from_params(g, tokens.values(), ROOT))
+    s = KoSettings.from_params(g, llm, g["cli_prompt"], support_from_params(g, [tokens[t] for t in texts], ROOT))
     with llm_url({"llm": {**llm, "n_ctx": int(g["n_ctx"]), "threads": int(g["threads"]), "n_parallel": 1}}, _warn) as url:
         res = answer_ko(url, question, shown, s)
     final = res["final"]
