@@ -27,9 +27,8 @@ from ko_runs import generate, korquad, redecide, score_cells, support_label, tab
 
 from rag.bench.squad import passage_text
 from rag.io import read_jsonl, write_json, write_jsonl, write_text
-from rag.ko.answer import focus
 from rag.ko import tokenize as korean
-from rag.ko.answer import ShareSupport
+from rag.ko.answer import ShareSupport, focus
 from rag.ko.support import from_params as support_from_params
 
 
@@ -54,8 +53,8 @@ def decided_again(p: dict, g: dict) -> tuple[dict, dict]:
         shown = [focus(r["question"], passages[i]["text"], int(g["passage_max_chars"])) for i in r["retrieved"]]
         by_model.setdefault(r["model"], []).append({**r, "passages": shown})
     runs = json.loads(metrics.read_text(encoding="utf-8"))["runs"]
-    return by_model, {m: {k: v for k, v in runs[m].items() if k not in ("cells", "cells_by_support",
-                                                                        "cells_question_share_0")} for m in by_model}
+    return by_model, {m: {k: v for k, v in runs[m].items() if k not in ("cells", "cells_by_support")}
+                      for m in by_model}
 
 
 def run() -> None:
@@ -67,10 +66,9 @@ def run() -> None:
     again_only = ap.parse_known_args()[0].redecide
     runs, rows_all, md = {}, [], []
     supports = alternatives(p)
-    if again_only:
+    if again_only:  # the shipped support is one of the alternatives: the learned one, or the rule at its share
         by_model, metas = decided_again(p, g)
-        texts = [passage_text(x, ko["index_title"]) for x in korquad(ko)[0]]
-        shipped = support_from_params(g, korean.kiwi_tokens_batch(texts), ROOT)
+        shipped = next(v for v in supports.values() if v.name == g["support"])  # the rule's first: its shipped share
     for model in m["models"]:
         if again_only:
             rows = redecide(by_model[model], shipped)
