@@ -17,7 +17,10 @@ Per question, *supported* = the score of the best sentence holding a gold answer
   refitted on all and written to ``ko_gen.support_model``.
 
 Both are also reported at that same leak bound, with the extractive pick's hit rate (the best-scored sentence of
-gold-included passages holds a gold answer). The test split is never read. No LLM.
+gold-included passages holds a gold answer). Only then, with every choice made, the same measures are **reported on
+``ko_support.report_sample`` TEST-split questions** at the thresholds chosen on train (share at the bound, share at
+the shipped ``ko_gen.min_question_share``, learned at its ``min_score``): a held-out check of the support itself on
+16x more questions than the LLM sample of stage ko_generate_models. Nothing is chosen on test. No LLM.
 """
 from __future__ import annotations
 
@@ -55,21 +58,12 @@ def per_question(groups: list[dict], scores: np.ndarray, order: np.ndarray | Non
     return supported, unsupported, hits / picks if picks else 0.0
 
 
-def run() -> None:
-    t0 = time.perf_counter()
-    p = params()
+def shown_groups(sample: list[dict], passages: list[dict], texts: list[str], tokenize, qrels: dict, golds: dict,
+                 stats: TermStats, p: dict, t0: float) -> tuple[list[dict], np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Each question's top ``ko_support.top_k`` BM25 passages as shown, gold included and gold excluded:
+    ``(groups, x, share scores, share order, article of each question id)``, x (sentences, len(FEATURES))."""
     ko, g, c = p["ko"], p["ko_gen"], p["ko_support"]
-    passages, queries, qrels, golds = korquad(ko)
-    train = [q for q in queries if q["split"] == "train"]
-    sample = random.Random(int(c["seed"])).sample(train, min(int(c["sample"]), len(train)))
-    texts = [passage_text(x, ko["index_title"]) for x in passages]
-    tokens = dict(zip(texts, korean.kiwi_tokens_batch(texts)))
-    stats = TermStats.from_tokens(tokens.values())
     cos = cosines_of(BASE_MODEL)
-
-    def tokenize(text: str) -> list[str]:
-        return tokens[text] if text in tokens else korean.kiwi_tokens(text)
-
     k1, b, k, cap = float(g["bm25_k1"]), float(ko["bm25_b"]), int(c["top_k"]), int(g["passage_max_chars"])
     full = BM25Index(texts, tokenize, k1=k1, b=b)
     groups, x, share_scores, share_order, article = [], [], [], [], {}
@@ -91,13 +85,37 @@ def run() -> None:
                 share_scores.append(ShareSupport(0.0).scores(q["text"], sents))
                 share_order.append(ShareSupport(0.0).order(q["text"], sents))
         if n % 100 == 0:
-            print(f"  {n}/{len(sample)} questions: {time.perf_counter() - t0:.0f} s", flush=True)
-    x, share = np.vstack(x), np.concatenate(share_scores)
+            print(f"  {q['split']} {n}/{len(sample)} questions: {time.perf_counter() - t0:.0f} s", flush=True)
+    return groups, np.vstack(x), np.concatenate(share_scores), np.concatenate(share_order), article
+
+
+def at(supported: list[float], unsupported: list[float], t: float) -> dict:
+    """What a threshold ``t`` keeps of the supported and lets through of the unsupported."""
+    return {"min_score": round(float(t), 6), "supported_kept": round(float(np.mean(np.asarray(supported) >= t)), 4),
+            "unsupported_kept": round(float(np.mean(np.asarray(unsupported) >= t)), 4)}
+
+
+def run() -> None:
+    t0 = time.perf_counter()
+    p = params()
+    ko, g, c = p["ko"], p["ko_gen"], p["ko_support"]
+    passages, queries, qrels, golds = korquad(ko)
+    split = {s: [q for q in queries if q["split"] == s] for s in ("train", "test")}
+    sample = random.Random(int(c["seed"])).sample(split["train"], min(int(c["sample"]), len(split["train"])))
+    texts = [passage_text(x, ko["index_title"]) for x in passages]
+    tokens = dict(zip(texts, korean.kiwi_tokens_batch(texts)))
+    stats = TermStats.from_tokens(tokens.values())
+
+    def tokenize(text: str) -> list[str]:
+        return tokens[text] if text in tokens else korean.kiwi_tokens(text)
+
+    k = int(c["top_k"])
+    groups, x, share, share_order, article = shown_groups(sample, passages, texts, tokenize, qrels, golds, stats, p, t0)
     y = np.array([v for gr in groups for v in gr["labels"]], dtype=int)
     rows_article = np.array([article[gr["id"]] for gr in groups for _ in gr["labels"]])
 
     # share: Youden J over the grid (as before), and the value at the leak bound
-    supported, unsupported, share_hit = per_question(groups, share, np.concatenate(share_order))
+    supported, unsupported, share_hit = per_question(groups, share, share_order)
     chosen, table = choose_question_share(supported, unsupported, c["grid"])
     bound = float(c["max_leaked"])
     share_at_bound = choose_min_score(supported, unsupported, bound)
@@ -121,11 +139,22 @@ def run() -> None:
                                     f"unsupported pass", "l2_c": float(c["l2_c"])})
     model.save(ROOT / g["support_model"])
 
+    # reported on TEST: every threshold above is fixed; nothing here chooses
+    report = random.Random(int(c["seed"])).sample(split["test"], min(int(c["report_sample"]), len(split["test"])))
+    t_groups, t_x, t_share, t_order, _ = shown_groups(report, passages, texts, tokenize, qrels, golds, stats, p, t0)
+    t_sup, t_uns, t_share_hit = per_question(t_groups, t_share, t_order)
+    t_l_sup, t_l_uns, t_learned_hit = per_question(t_groups, model.probabilities(t_x))
+    test = {"questions": len(report), "supported_n": len(t_sup), "unsupported_n": len(t_uns),
+            "share_at_max_leaked": {**at(t_sup, t_uns, share_at_bound["min_score"]), "pick_hit": round(t_share_hit, 4)},
+            "share_shipped": {**at(t_sup, t_uns, float(g["min_question_share"])), "pick_hit": round(t_share_hit, 4)},
+            "learned": {**at(t_l_sup, t_l_uns, model.min_score), "pick_hit": round(t_learned_hit, 4)}}
+
     out = {"split": "train", "questions": len(sample), "supported_n": len(supported),
            "unsupported_n": len(unsupported), "sentences": int(len(y)), "seed": c["seed"], "top_k": k,
            "chosen": chosen, "shipped": float(g["min_question_share"]), "table": table, "max_leaked": bound,
            "at_max_leaked": {"share": share_at_bound, "learned_out_of_fold": learned_at_bound},
            "pick_hit": {"share": round(share_hit, 4), "learned_out_of_fold": round(learned_hit, 4)},
+           "test": test,
            "learned": {"features": list(FEATURES), "coef": [round(v, 4) for v in model.coef.tolist()],
                        "min_score": round(model.min_score, 6), "model": g["support_model"]},
            "runtime_s": round(time.perf_counter() - t0, 1)}
@@ -145,13 +174,23 @@ def run() -> None:
                f"{sb['unsupported_kept']:.3f} | {share_hit:.3f} |\n"
                f"| learned (out of fold, {c['folds']} folds by article) | {lb['min_score']:.3f} | "
                f"{lb['supported_kept']:.3f} | {lb['unsupported_kept']:.3f} | {learned_hit:.3f} |\n\n"
+               f"Reported on {len(report)} TEST-split questions (seed {c['seed']}; {len(t_sup)} with the answer in "
+               f"a shown sentence), at the thresholds chosen on train above; nothing is chosen here:\n\n"
+               "| support | min score | supported kept | unsupported kept | extractive pick holds the answer |\n"
+               "|---|---|---|---|---|\n"
+               + "".join(f"| {name} | {r['min_score']:.3f} | {r['supported_kept']:.3f} | {r['unsupported_kept']:.3f} | "
+                         f"{r['pick_hit']:.3f} |\n" for name, r in (
+                             ("share at the train bound", test["share_at_max_leaked"]),
+                             (f"share {g['min_question_share']} (ko_gen.min_question_share)", test["share_shipped"]),
+                             ("learned (models/ko-support.json)", test["learned"]))) + "\n"
                f"Learned coefficients (standardised features): "
                + ", ".join(f"{f} {w:+.2f}" for f, w in zip(FEATURES, model.coef)) + "\n\n"
                f"Share at each min_question_share (best Youden J = kept - leaked: {chosen}; shipped "
                f"ko_gen.min_question_share: {out['shipped']}):\n\n"
                "| min_question_share | supported kept | unsupported kept | J |\n|---|---|---|---|\n" + lines)
     print(f"ko_support: share J-chosen {chosen}; at leak <= {bound}: share keeps {sb['supported_kept']}, learned "
-          f"{lb['supported_kept']} (min_score {lb['min_score']:.3f}); {out['runtime_s']} s")
+          f"{lb['supported_kept']} (min_score {lb['min_score']:.3f}); test: learned keeps "
+          f"{test['learned']['supported_kept']} at {test['learned']['unsupported_kept']} leaked; {out['runtime_s']} s")
 
 
 main(run)

@@ -42,6 +42,20 @@ def test_features_by_hand():
     assert col["asks_number_has_digits"].tolist() == [0.0, 0.0]     # "높이는?" names no 몇/언제/얼마
     # character bigrams of "한라산의높이는": 한라 라산 산의 의높 높이 이는; HALLA holds 한라 라산 높이 이는
     assert col["bigram_share"][0] == pytest.approx(4 / 6)
+    # the passage each sentence is read from: HALLA's holds both terms; the Busan sentence's passage holds neither
+    assert col["passage_idf_share"].tolist() == [1.0, 0.0]
+
+
+def test_passage_share_reads_the_sentence_in_its_passage():
+    stats = TermStats.from_tokens(korean.kiwi_tokens_batch(KB))
+    q = "한라산의 높이는?"
+    height = "높이는 1,947미터이다."                    # names the height, not the mountain: its passage does
+    shown = ["한라산은 제주도에 있는 산이다. " + height, "백두산의 " + height]
+    col = dict(zip(FEATURES, features(q, [height, "어디에도 없는 문장이다."], shown, stats,
+                                      np.array([0.9, 0.1])).T))
+    assert 0.0 < col["idf_share"][0] < 1.0
+    assert col["passage_idf_share"][0] == 1.0               # the larger of its two passages: the one naming 한라산
+    assert col["passage_idf_share"][1] == col["idf_share"][1] == 0.0   # in no shown passage: its own share
 
 
 def test_choose_min_score_is_the_lowest_value_within_the_leak_bound():

@@ -8,7 +8,9 @@ shown): the share, the same share weighted by IDF (a rare name counts more than 
 question term the sentence (and all the shown passages) lack, character-bigram overlap (Kiwi splits a compound
 differently in a question and in a sentence), the multilingual-e5-small cosine of question and sentence (``query:`` /
 ``passage:``; trained on question / answer-passage pairs) and its gap to the best shown sentence, the sentence's
-length, whether it holds a number and whether the question asks for one. Fitted by stage ``ko_support`` on
+length, whether it holds a number and whether the question asks for one, and the IDF-weighted share held by the
+shown passage the sentence is read from (a sentence of the passage the question was asked about, beside one of a
+near-topic passage; added 2026-12-04, chosen on train out of fold). Fitted by stage ``ko_support`` on
 train-split questions only (`fit_support`), its ``min_score`` chosen there too (`choose_min_score`); shipped as
 JSON (``models/ko-support.json``) and run in numpy + onnxruntime. IDF comes from the KB being searched
 (`TermStats`), so the model carries to a user's own Korean folder.
@@ -28,7 +30,7 @@ import numpy as np
 from rag.ko.answer import DEFAULT_SUPPORT, ShareSupport, key_terms, question_share
 
 FEATURES = ("share", "idf_share", "rarest_missing", "rarest_missing_shown", "e5_cosine", "e5_gap", "log_chars",
-            "has_digits", "bigram_share", "asks_number_has_digits")
+            "has_digits", "bigram_share", "asks_number_has_digits", "passage_idf_share")
 # A question asking for a number or a date: 몇 (how many), 언제 (when), 얼마 (how much), 연도/년도 (year), 며칠, 나이.
 ASKS_NUMBER = re.compile(r"몇|언제|얼마|연도|년도|며칠|나이")
 _PUNCT = re.compile(r"[?？.!,·\"'()\[\]]")
@@ -69,10 +71,19 @@ def _bigrams(text: str) -> set[str]:
 def features(question: str, sentences: Sequence[str], shown: Sequence[str], stats: TermStats,
              cosines: np.ndarray) -> np.ndarray:
     """(len(sentences), len(FEATURES)) float64 features of each sentence as an answer to ``question``. ``shown``: all
-    the passage texts the model was shown (the rarest question term none of them holds); ``stats``: the KB's
-    `TermStats`; ``cosines``: (len(sentences),) e5 cosines of question and sentences."""
+    the passage texts the model was shown (the rarest question term none of them holds; ``passage_idf_share`` is
+    the largest IDF share of the shown passages that hold the sentence, or its own when none does);
+    ``stats``: the KB's `TermStats`; ``cosines``: (len(sentences),) e5 cosines of question and sentences."""
     asked = key_terms(question)
     weight = sum(stats.idf(t) for t in asked) or 1.0
+
+    def held_and_missing(text: str) -> tuple[float, float]:  # IDF share of the asked terms held; rarest missing
+        morphemes, low = key_terms(text), text.lower()
+        held = [t in morphemes or t in low for t in asked]
+        return (sum(stats.idf(t) for t, h in zip(asked, held) if h) / weight,
+                max((stats.idf(t) for t, h in zip(asked, held) if not h), default=0.0) / stats.max_idf)
+
+    passage_share = {t: held_and_missing(t)[0] for t in dict.fromkeys(shown)}
     low_shown = " ".join(shown).lower()
     in_shown = key_terms(" ".join(shown)) if shown else set()
     missing_shown = [stats.idf(t) for t in asked if t not in in_shown and t not in low_shown]
@@ -82,14 +93,12 @@ def features(question: str, sentences: Sequence[str], shown: Sequence[str], stat
     best = float(np.max(cosines)) if len(cosines) else 0.0
     rows = []
     for s, c in zip(sentences, cosines):
-        morphemes, low = key_terms(s), s.lower()
-        held = [t for t in asked if t in morphemes or t in low]
-        missing = [stats.idf(t) for t in asked if not (t in morphemes or t in low)]
+        share, rarest = held_and_missing(s)
+        homes = [v for t, v in passage_share.items() if s in t]
         digits = any(ch.isdigit() for ch in s)
-        rows.append([question_share(question, s)[1], sum(stats.idf(t) for t in held) / weight,
-                     max(missing, default=0.0) / stats.max_idf, rarest_shown, float(c), best - float(c),
+        rows.append([question_share(question, s)[1], share, rarest, rarest_shown, float(c), best - float(c),
                      math.log1p(len(s)), float(digits), len(q_bigrams & _bigrams(s)) / max(len(q_bigrams), 1),
-                     float(asks_number and digits)])
+                     float(asks_number and digits), max(homes, default=share)])
     return np.array(rows, dtype=np.float64).reshape(len(sentences), len(FEATURES))
 
 
