@@ -33,7 +33,8 @@ from common import ROOT, main, params
 from ko_runs import korquad
 
 from rag.bench.squad import passage_text
-from rag.io import sha256_of, write_json, write_text
+from rag.config import number
+from rag.io import InputError, sha256_of, write_json, write_text
 from rag.ko import tokenize as korean
 from rag.ko.answer import CUT, ShareSupport, choose_question_share, focus, span_match, split_sentences_ko
 from rag.ko.support import FEATURES, LearnedSupport, TermStats, choose_min_score, features, fit_support
@@ -99,6 +100,11 @@ def run() -> None:
     t0 = time.perf_counter()
     p = params()
     ko, g, c = p["ko"], p["ko_gen"], p["ko_support"]
+    try:  # before anything is written: a bad count would fail after the model, leaving its metrics stale
+        for key, least in (("sample", 1), ("report_sample", 1), ("folds", 2), ("top_k", 1)):
+            number(p, "ko_support", key, int, at_least=least)
+    except ValueError as e:
+        raise InputError(f"params.yaml: {e}") from None
     passages, queries, qrels, golds = korquad(ko)
     split = {s: [q for q in queries if q["split"] == s] for s in ("train", "test")}
     sample = random.Random(int(c["seed"])).sample(split["train"], min(int(c["sample"]), len(split["train"])))
