@@ -54,8 +54,13 @@ def test_passage_share_reads_the_sentence_in_its_passage():
     col = dict(zip(FEATURES, features(q, [height, "어디에도 없는 문장이다."], shown, stats,
                                       np.array([0.9, 0.1])).T))
     assert 0.0 < col["idf_share"][0] < 1.0
-    assert col["passage_idf_share"][0] == 1.0               # the larger of its two passages: the one naming 한라산
+    assert col["passage_idf_share"][0] == 1.0               # the passage naming 한라산, of which it is a sentence
     assert col["passage_idf_share"][1] == col["idf_share"][1] == 0.0   # in no shown passage: its own share
+    # a sentence found only inside a longer sentence of another passage is not read from that passage
+    short = "근거 없다."
+    col = dict(zip(FEATURES, features(q, [short], ["근거 없다. 다른 이야기이다.", "한라산의 높이는 근거 없다."], stats,
+                                      np.array([0.5])).T))
+    assert col["passage_idf_share"][0] == col["idf_share"][0] == 0.0
 
 
 def test_choose_min_score_is_the_lowest_value_within_the_leak_bound():

@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag.ko.answer import DEFAULT_SUPPORT, ShareSupport, key_terms, question_share
+from rag.ko.answer import DEFAULT_SUPPORT, ShareSupport, key_terms, question_share, split_sentences_ko
 
 FEATURES = ("share", "idf_share", "rarest_missing", "rarest_missing_shown", "e5_cosine", "e5_gap", "log_chars",
             "has_digits", "bigram_share", "asks_number_has_digits", "passage_idf_share")
@@ -72,7 +72,8 @@ def features(question: str, sentences: Sequence[str], shown: Sequence[str], stat
              cosines: np.ndarray) -> np.ndarray:
     """(len(sentences), len(FEATURES)) float64 features of each sentence as an answer to ``question``. ``shown``: all
     the passage texts the model was shown (the rarest question term none of them holds; ``passage_idf_share`` is
-    the largest IDF share of the shown passages that hold the sentence, or its own when none does);
+    the largest IDF share of the shown passages that hold the sentence as one of their sentences
+    (`split_sentences_ko`; a sentence only quoted inside a longer one does not count), or its own when none does);
     ``stats``: the KB's `TermStats`; ``cosines``: (len(sentences),) e5 cosines of question and sentences."""
     asked = key_terms(question)
     weight = sum(stats.idf(t) for t in asked) or 1.0
@@ -84,6 +85,7 @@ def features(question: str, sentences: Sequence[str], shown: Sequence[str], stat
                 max((stats.idf(t) for t, h in zip(asked, held) if not h), default=0.0) / stats.max_idf)
 
     passage_share = {t: held_and_missing(t)[0] for t in dict.fromkeys(shown)}
+    sentences_of = {t: set(split_sentences_ko(t)) for t in passage_share}  # whole sentences, not substrings
     low_shown = " ".join(shown).lower()
     in_shown = key_terms(" ".join(shown)) if shown else set()
     missing_shown = [stats.idf(t) for t in asked if t not in in_shown and t not in low_shown]
@@ -94,7 +96,7 @@ def features(question: str, sentences: Sequence[str], shown: Sequence[str], stat
     rows = []
     for s, c in zip(sentences, cosines):
         share, rarest = held_and_missing(s)
-        homes = [v for t, v in passage_share.items() if s in t]
+        homes = [v for t, v in passage_share.items() if " ".join(s.split()) in sentences_of[t]]
         digits = any(ch.isdigit() for ch in s)
         rows.append([question_share(question, s)[1], share, rarest, rarest_shown, float(c), best - float(c),
                      math.log1p(len(s)), float(digits), len(q_bigrams & _bigrams(s)) / max(len(q_bigrams), 1),
