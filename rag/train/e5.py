@@ -72,16 +72,20 @@ def encode(model, tokenizer: E5Tokenizer, texts: Sequence[str], max_tokens: int)
 
 
 def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int | str) -> list[list[int]]:
-    """Row indices shuffled by ``seed`` and cut into batches in which no passage (and no query) appears twice, so a
-    second question about one passage is never an in-batch negative (sentence-transformers' NO_DUPLICATES
-    sampler); a row that would repeat a text waits for the next batch. Every row is used exactly once."""
+    """Row indices shuffled by ``seed`` and cut into batches in which no text (query, passage or hard negative)
+    appears twice, so a second question about one passage is never an in-batch negative, and one row's hard negative
+    is never another's positive (sentence-transformers' NO_DUPLICATES sampler), nor, for rows naming their gold
+    paragraph (``doc``), two rows of one paragraph (another question's answer sentence can hold this one's answer);
+    a row that would repeat one waits for the next batch. Every row is used exactly once."""
     order = list(range(len(rows)))
     random.Random(seed).shuffle(order)
     batches = []
     while order:
         batch, texts, rest = [], set(), []
         for i in order:
-            keys = {rows[i]["query"], rows[i]["positive"]}
+            keys = {rows[i][k] for k in ("query", "positive", "negative") if k in rows[i]}
+            if "doc" in rows[i]:
+                keys.add(("doc", rows[i]["doc"]))
             if len(batch) < batch_size and not keys & texts:
                 batch.append(i)
                 texts |= keys
@@ -95,18 +99,22 @@ def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int | str)
 def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, batch_size: int = 32,
                lr: float = 2e-5, warmup_ratio: float = 0.1, max_tokens: int = 128, threads: int = 2,
                weight_decay: float = 0.01, log_every: int = 10, scale: float = MNRL_SCALE):
-    """Fine-tune e5-small on ``rows`` (``query`` and ``positive`` texts, unprefixed) with MultipleNegativesRankingLoss
-    (Henderson et al. 2017): each query against every passage of its batch, cross-entropy at cosine x ``scale``
+    """Fine-tune e5-small on ``rows`` (``query`` and ``positive`` texts, unprefixed; optionally a ``negative`` text in
+    every row) with MultipleNegativesRankingLoss (Henderson et al. 2017): each query against every passage of its
+    batch, and every row's hard negative when rows have one (sentence-transformers' (anchor, positive, negative)
+    form), cross-entropy at cosine x ``scale``
     (sentence-transformers' 20 by default; `E5_SCALE` is e5's own temperature).
     AdamW (``weight_decay`` on every trained parameter: PyTorch's AdamW default, where the MiniLM fine-tune's
     trainer used 0), linear warm-up over ``warmup_ratio`` of the steps then linear decay to 0 (as transformers'
     ``get_linear_schedule_with_warmup``); token embeddings frozen. Epoch 0 is shuffled by ``seed`` itself, later
     epochs by ``"seed/epoch"``. Returns the model in eval mode. Prints the loss every ``log_every`` steps.
-    Raises ValueError for no rows."""
-    import torch
-
+    Raises ValueError for no rows, or rows of which only some have a negative."""
     if not rows:
         raise ValueError("no training rows")
+    if len({"negative" in r for r in rows}) > 1:
+        raise ValueError("some rows have a negative and some do not: give every row one or none")
+    import torch
+
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     model = bert_from_e5(e5).train()
@@ -122,7 +130,8 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
         else max(0.0, (len(plan) - step) / max(len(plan) - warmup, 1)))
     for step, batch in enumerate(plan, 1):
         q = encode(model, tokenizer, [QUERY + rows[i]["query"] for i in batch], max_tokens)
-        p = encode(model, tokenizer, [PASSAGE + rows[i]["positive"] for i in batch], max_tokens)
+        texts = [rows[i]["positive"] for i in batch] + [rows[i]["negative"] for i in batch if "negative" in rows[i]]
+        p = encode(model, tokenizer, [PASSAGE + t for t in texts], max_tokens)
         loss = torch.nn.functional.cross_entropy(q @ p.T * scale, torch.arange(len(batch)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -1,9 +1,12 @@
 """Before/after retrieval of an embedder on HeySQuAD's report half: the evaluation of a fine-tuned retriever
-(`rag.train.finetune`) with the packaged one as "before". Needs no PyTorch."""
+(`rag.train.finetune`) with the packaged one as "before"; and the sentence pick of a fine-tuned answer-sentence
+encoder (`span_labels`, `pick_hit`). Needs no PyTorch."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
 
 from rag.bench.compare import evaluate_matrix, select
 from rag.bench.heysquad import SOURCES, article_split, as_passages, as_transcripts, read_prepared
@@ -91,3 +94,22 @@ def report_table(results: dict, mean_key: str, label: Callable[[dict], str],
                                             for fm in FORMS for md in MODES)])
     return ("HeySQuAD report half (odd articles, 474 questions, against all 311 paragraphs): MRR@10, raw transcripts.\n\n"
             + markdown_table(["model", "weights", *(f"{fm} {md}" for fm in FORMS for md in MODES)], rows))
+
+
+def span_labels(candidates: Sequence[tuple[str, str]], answers: Sequence[str], gold: str) -> np.ndarray:
+    """(len(candidates),) bool: each ``(sentence, passage id)`` candidate is a sentence of the ``gold`` paragraph
+    holding one of the gold ``answers`` spans (case-insensitive substring): the answer sentence of SQuAD-style data,
+    as the answer scorers are trained (stage fit_selection). The same span in another paragraph is not an answer."""
+    spans = [a.lower() for a in answers]
+    return np.array([d == gold and any(a in s.lower() for a in spans) for s, d in candidates], dtype=bool)
+
+
+def pick_hit(groups: Sequence[Mapping], cosines: Callable[[str, Sequence[str]], np.ndarray]) -> float:
+    """Share of ``groups`` (``{"query", "sentences", "y"}``: candidate sentences and their `span_labels`) whose
+    best-scored sentence by ``cosines(query, sentences)`` (one float per sentence; ties: the first) is an answer,
+    not rounded; a group with no answer among its candidates, or no candidate, counts as a miss. Raises ValueError
+    for no groups."""
+    if not groups:
+        raise ValueError("no groups to score")
+    return float(np.mean([bool(g["sentences"]) and bool(g["y"][int(np.argmax(cosines(g["query"], g["sentences"])))])
+                          for g in groups]))

@@ -1,4 +1,5 @@
-"""Training pairs for a bi-encoder retriever: (query, positive passage[, hard negative passage]).
+"""Training pairs for a bi-encoder: (query, positive passage[, hard negative passage]), or (query, answer sentence,
+hard negative sentence of the same paragraph).
 
 Only queries a split marks "train" are used (HeySQuAD: `rag.bench.heysquad.article_split`, even articles train and
 odd ones report), so no paragraph and no question of the report half reaches training. Pure Python.
@@ -62,4 +63,37 @@ def split_pairs(queries: Sequence[Mapping], qrels: Mapping[str, Mapping[str, int
                 if pid not in texts:
                     raise KeyError(f"query {q['_id']}: relevant passage {pid} not among the passages")
                 rows.append({"id": q["_id"], "query": q["text"], "positive": texts[pid]})
+    return rows
+
+
+def answer_sentence_pairs(queries: Sequence[Mapping], texts: Mapping[str, Mapping[str, str]],
+                          sentences_of: Callable[[str], Sequence[str]], split: Mapping[str, str],
+                          hardest: Callable[[str, Sequence[str]], str], forms: Sequence[str] = FORMS) -> list[dict]:
+    """Rows ``{"id", "form", "doc", "query", "positive", "negative"}`` teaching which *sentence* answers (not which is
+    about the topic): for every answerable "train" query (``answers``: gold spans, ``relevant``: [gold paragraph id])
+    and form, ``doc`` = the gold paragraph id, ``query`` = ``texts[form][id]`` (e.g. the rewritten transcript; a query
+    missing there is skipped), ``positive`` = the first sentence of the gold paragraph (``sentences_of(doc)``) holding
+    a gold span (case-insensitive; when several do, the others are neither positive nor negative), ``negative`` =
+    ``hardest(query, the paragraph's sentences holding no span)`` (e.g. the one the untrained encoder ranks highest: a
+    mined hard negative). A paragraph with no sentence holding a span, or none without, gives no row. A (lower-cased
+    query, question) repeated across forms is kept once, in the first form. Order: queries as given, then forms."""
+    rows = []
+    for q in queries:
+        if split[q["id"]] != "train" or not q.get("answerable", True):
+            continue
+        spans = [a.lower() for a in q["answers"]]
+        sents = list(sentences_of(q["relevant"][0]))
+        holds = [any(a in s.lower() for a in spans) for s in sents]
+        positives = [s for s, h in zip(sents, holds) if h]
+        negatives = [s for s, h in zip(sents, holds) if not h]
+        if not positives or not negatives:
+            continue
+        seen: set[str] = set()
+        for form in forms:
+            text = texts[form].get(q["id"])
+            if text is None or text.lower().strip() in seen:
+                continue
+            seen.add(text.lower().strip())
+            rows.append({"id": q["id"], "form": form, "doc": q["relevant"][0], "query": text, "positive": positives[0],
+                         "negative": hardest(text, negatives)})
     return rows
