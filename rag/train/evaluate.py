@@ -11,6 +11,7 @@ import numpy as np
 from rag.bench.compare import evaluate_matrix, select
 from rag.bench.heysquad import SOURCES, article_split, as_passages, as_transcripts, read_prepared
 from rag.retrieval.search import HybridConfig, PassageIndex
+from rag.train.pairs import holds_span
 from rag.voice.queries import raw_queries
 
 
@@ -100,8 +101,7 @@ def span_labels(candidates: Sequence[tuple[str, str]], answers: Sequence[str], g
     """(len(candidates),) bool: each ``(sentence, passage id)`` candidate is a sentence of the ``gold`` paragraph
     holding one of the gold ``answers`` spans (case-insensitive substring): the answer sentence of SQuAD-style data,
     as the answer scorers are trained (stage fit_selection). The same span in another paragraph is not an answer."""
-    spans = [a.lower() for a in answers]
-    return np.array([d == gold and any(a in s.lower() for a in spans) for s, d in candidates], dtype=bool)
+    return np.array([d == gold and holds_span(s, answers) for s, d in candidates], dtype=bool)
 
 
 def pick_hit(groups: Sequence[Mapping], cosines: Callable[[str, Sequence[str]], np.ndarray]) -> float:

@@ -66,6 +66,13 @@ def split_pairs(queries: Sequence[Mapping], qrels: Mapping[str, Mapping[str, int
     return rows
 
 
+def holds_span(sentence: str, answers: Sequence[str]) -> bool:
+    """Whether ``sentence`` holds one of the gold ``answers`` spans (case-insensitive substring): SQuAD's answer
+    sentence test, shared by the training rows and the evaluation labels (`rag.train.evaluate.span_labels`)."""
+    low = sentence.lower()
+    return any(a.lower() in low for a in answers)
+
+
 def answer_sentence_pairs(queries: Sequence[Mapping], texts: Mapping[str, Mapping[str, str]],
                           sentences_of: Callable[[str], Sequence[str]], split: Mapping[str, str],
                           hardest: Callable[[str, Sequence[str]], str], forms: Sequence[str] = FORMS) -> list[dict]:
@@ -81,9 +88,8 @@ def answer_sentence_pairs(queries: Sequence[Mapping], texts: Mapping[str, Mappin
     for q in queries:
         if split[q["id"]] != "train" or not q.get("answerable", True):
             continue
-        spans = [a.lower() for a in q["answers"]]
         sents = list(sentences_of(q["relevant"][0]))
-        holds = [any(a in s.lower() for a in spans) for s in sents]
+        holds = [holds_span(s, q["answers"]) for s in sents]
         positives = [s for s, h in zip(sents, holds) if h]
         negatives = [s for s, h in zip(sents, holds) if not h]
         if not positives or not negatives:
