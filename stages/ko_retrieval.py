@@ -8,7 +8,9 @@ ko_embed_e5), the fixed RRF fusions of ``ko.fusions``,
 BM25 kiwi/bigram with k1 chosen on train, and ``learned_rrf`` (BM25 k1, RRF k and weights chosen on the
 TRAIN split only, by ``ko.learned.objective``) with one more learned row per ``ko.learned.compare`` entry (name ->
 members; e5_finetuned was trained on the train split, so its weight there is chosen on questions it has seen: a
-biased choice that can cost the test score but cannot inflate it). Writes metrics/ko/retrieval.json (test metrics per row,
+biased choice that can cost the test score but cannot inflate it), and one row per ``ko.learned.convex`` entry: the
+convex combination of min-max normalised scores (`rag.retrieval.learned_fusion.fuse_convex`, Bruch et al. 2023),
+BM25 k1 and weights (``convex_weight_grid``) chosen on the train split the same way. Writes metrics/ko/retrieval.json (test metrics per row,
 tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid),
 and the headline metrics/ko/summary.json (recall@1, nDCG@10 of learned_rrf, of each compared learned row and of the
 best single retriever).
@@ -25,7 +27,8 @@ import numpy as np
 from common import main, params
 from rag.ko import tokenize as korean
 from rag.io import InputError, read_jsonl, write_json, write_text
-from rag.retrieval.learned_fusion import fuse, search_rrf, weight_grid
+from rag.retrieval.learned_fusion import fuse, fuse_convex, search_fusion, weight_grid
+from rag.eval.intervals import bootstrap_interval
 from rag.eval.metrics import evaluate_run, to_run
 from rag.retrieval.indexes import BM25Index, DenseIndex
 from rag.bench.squad import passage_text
@@ -113,35 +116,42 @@ def run() -> None:
     lp = p["learned"]
     known = {*DENSE, *(f"bm25_{name}" for name in p["tokenizers"])}
     for name, members in {"ko.learned.retrievers": lp["retrievers"], **{f"ko.learned.compare.{n}": m
-                                                                         for n, m in lp["compare"].items()}}.items():
+                                                                         for n, m in lp["compare"].items()},
+                                                                      **{f"ko.learned.convex.{n}": m
+                                                                         for n, m in lp["convex"].items()}}.items():
         if unknown := [m for m in members if m not in known]:
             raise InputError(f"params.yaml: {name} names {unknown}, not one of {sorted(known)}")
     grid_seconds = 0.0
 
-    def learned(members: list[str]) -> tuple[dict, dict, list, list]:
-        """RRF of ``members`` with BM25 k1, RRF k and weights chosen on the train queries: (test run, its info, the
-        train grid's rows, the members' test lists)."""
+    def learned(members: list[str], fusion: str = "rrf") -> tuple[dict, dict, list, list]:
+        """``fusion`` (RRF, or the convex combination of min-max normalised scores) of ``members`` with BM25 k1, RRF
+        k and weights chosen on the train queries: (test run, its info, the train grid's rows, the members' test
+        lists)."""
         nonlocal grid_seconds
         dense_train = {m: dense_rankings(m, train) for m in members if m in DENSE}
         lists_by_k1 = {k1: [dense_train[m] if m in DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, train)
                             for m in members] for k1 in lp["bm25_k1_grid"]}
         t0 = time.perf_counter()
-        best, table = search_rrf(lists_by_k1, qrels_train, pids, weight_grid(lp["weight_grid"], len(members)),
-                                 lp["rrf_k_grid"], depth, lp["objective"])
+        grid = lp["weight_grid"] if fusion == "rrf" else lp["convex_weight_grid"]
+        best, table = search_fusion(lists_by_k1, qrels_train, pids, weight_grid(grid, len(members)),
+                                    lp["rrf_k_grid"], depth, lp["objective"], fusion)
         grid_seconds += time.perf_counter() - t0
         k1 = best["setting"]
         test_lists = [runs[m] if m in DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, test) for m in members]
-        chosen = {"bm25_k1": k1, "rrf_k": best["rrf_k"], "weights": dict(zip(members, best["weights"])),
+        chosen = {"bm25_k1": k1, "rrf_k": best["rrf_k"], "weights": dict(zip(members, (round(w, 4) for w in best["weights"]))),
                   f"train_{lp['objective']}": round(best[lp["objective"]], 4), "train_queries": len(train),
                   "candidates": len(table)}
-        return (fuse(test_lists, best["rrf_k"], best["weights"], depth),
-                {"fusion": "rrf, learned on train", "depth": depth, **chosen}, table, test_lists)
+        return (fuse(test_lists, best["rrf_k"], best["weights"], depth) if fusion == "rrf"
+                else fuse_convex(test_lists, best["weights"], depth),
+                {"fusion": f"{fusion}, learned on train", "depth": depth, **chosen}, table, test_lists)
 
     members = lp["retrievers"]
     runs["learned_rrf"], info["learned_rrf"], table, test_lists = learned(members)
     k1 = info["learned_rrf"]["bm25_k1"]
     for name, others in lp["compare"].items():
         runs[name], info[name], _, _ = learned(others)
+    for name, others in lp["convex"].items():
+        runs[name], info[name], _, _ = learned(others, "convex")
     seconds["fusion grid search"] = grid_seconds
 
     # single BM25 retrievers with k1 chosen on train (one-retriever rows of the same grid), for a fair baseline
@@ -164,13 +174,26 @@ def run() -> None:
         results[name] = {**{k: round(v, 4) for k, v in m.items()}, **info[name]}
     best_single = max((n for n in results if not info[n].get("fusion")), key=lambda n: results[n]["ndcg@10"])
 
+    def per_query_ndcg(name):
+        run = to_run(runs[name], pids)
+        return [evaluate_run({q: qrels_test[q]}, {q: run.get(q, {})}, (10,))["ndcg@10"] for q in sorted(qrels_test)]
+
+    base = per_query_ndcg("learned_rrf")
+    paired = {}   # each convex row minus learned_rrf, per test question: is the gain more than resampling noise?
+    for name in lp["convex"]:
+        diff = [a - b for a, b in zip(per_query_ndcg(name), base)]
+        paired[name] = {"ndcg@10_minus_learned_rrf": round(float(np.mean(diff)), 4),
+                        "interval_95": list(bootstrap_interval(diff, seed=p["seed"])),
+                        "questions_better": sum(d > 0 for d in diff), "questions_worse": sum(d < 0 for d in diff)}
+
     write_json(out / "retrieval.json", {
         "split": "test", "queries": len(test), "passages": len(pids), "train_queries_for_learning": len(train),
         "retrievers": results, "best_single_by_ndcg@10": best_single,
+        "paired_vs_learned_rrf": paired,
     })
     write_json(out / "summary.json", {  # headline for dvc exp show: the learned fusion vs the best single retriever
         name: {k.replace("@", "_at_"): results[name][k] for k in ("recall@1", "ndcg@10")}
-        for name in ("learned_rrf", *lp["compare"], best_single)})
+        for name in ("learned_rrf", *lp["compare"], *lp["convex"], best_single)})
     header = "| retriever | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 | notes |\n|---|---|---|---|---|---|---|\n"
     lines = []
     for name, r in results.items():

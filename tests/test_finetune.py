@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rag.retrieval.embed import MiniLMEmbedder
-from rag.bench.heysquad import article_split
+from rag.bench.heysquad import article_split, train_folds
 from rag.train.pairs import answer_sentence_pairs, training_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +31,16 @@ def test_article_split_even_trains_odd_reports():
 def test_article_split_names_a_query_with_an_unknown_paragraph():
     with pytest.raises(KeyError, match="query x: gold paragraph '9_9'"):
         article_split(PASSAGES, [{"id": "x", "relevant": ["9_9"]}])
+
+
+def test_train_folds_split_the_train_half_by_article_and_leave_the_report_half_out():
+    passages = PASSAGES + [{"_id": "4_0", "article": 4, "text": "Four."}, {"_id": "6_0", "article": 6, "text": "Six."}]
+    queries = QUERIES + [{"id": "d", "relevant": ["4_0"]}, {"id": "e", "relevant": ["6_0"]}, {"id": "f", "relevant": ["0_1"]}]
+    # train articles 0, 2, 4, 6 in order: folds 0, 1, 0, 1; "b" (article 1) reports and has no fold
+    assert train_folds(passages, queries) == {"a": 0, "f": 0, "c": 1, "d": 0, "e": 1}
+    assert train_folds(passages, queries, k=3) == {"a": 0, "f": 0, "c": 1, "d": 2, "e": 0}
+    with pytest.raises(ValueError, match="at least 2"):
+        train_folds(passages, queries, k=1)
 
 
 def test_pairs_hold_no_report_question_or_paragraph_and_drop_repeated_transcripts():

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from rag.retrieval.learned_fusion import fuse, search_rrf, weight_grid
+from rag.retrieval.learned_fusion import fuse, fuse_convex, min_max, search_fusion, weight_grid
 from rag.eval.metrics import evaluate_run, strict_order, to_run
 
 L3 = 1 / math.log2(3)  # DCG discount at rank 2 = 0.63093
@@ -89,20 +89,58 @@ def test_fuse_drops_zero_weight_lists():
     assert fused[0][1] == pytest.approx(1 / 3 + 1 / 2)
 
 
-def test_search_rrf_picks_the_best_train_setting_by_hand():
+def test_search_fusion_picks_the_best_train_setting_by_hand():
     pids = ["p0", "p1", "p2"]
     qrels = {"q1": {"p0": 1}, "q2": {"p1": 1}}
     a = {"q1": [(0, 3.0), (1, 2.0), (2, 1.0)], "q2": [(1, 3.0), (0, 2.0), (2, 1.0)]}  # right on both
     b = {"q1": [(0, 3.0), (1, 2.0), (2, 1.0)], "q2": [(0, 3.0), (1, 2.0), (2, 1.0)]}  # right on q1 only
     # (1,1): q2 gives p0 and p1 the same 1/61 + 1/62, the tie goes to p0 -> recall@1 = 1/2
-    best, table = search_rrf({"s": [a, b]}, qrels, pids, weight_grid([0, 1], 2), [60], 10, "recall@1")
+    best, table = search_fusion({"s": [a, b]}, qrels, pids, weight_grid([0, 1], 2), [60], 10, "recall@1")
     assert [(r["weights"], r["recall@1"]) for r in table] == [([1.0, 1.0], 0.5), ([1.0, 0.0], 1.0), ([0.0, 1.0], 0.5)]
     assert best == {"setting": "s", "rrf_k": 60, "weights": [1.0, 0.0], "recall@1": 1.0}
     # ties keep the earlier candidate: with only b available twice, the first setting wins
-    best, _ = search_rrf({"x": [b], "y": [b]}, qrels, pids, [(1.0,)], [60], 10, "recall@1")
+    best, _ = search_fusion({"x": [b], "y": [b]}, qrels, pids, [(1.0,)], [60], 10, "recall@1")
     assert best["setting"] == "x"
     with pytest.raises(ValueError):
-        search_rrf({"s": [a]}, qrels, pids, [(1.0,)], [60], 10, "precision@1")
+        search_fusion({"s": [a]}, qrels, pids, [(1.0,)], [60], 10, "precision@1")
+
+
+def test_min_max_rescales_a_ranking_to_the_unit_interval():
+    assert min_max([(4, 12.0), (2, 8.0), (7, 2.0)]) == {4: 1.0, 2: 0.6, 7: 0.0}
+    assert min_max([(1, 0.5), (3, 0.5)]) == {1: 1.0, 3: 1.0}   # all equal: each 1
+    assert min_max([]) == {}
+
+
+def test_fuse_convex_adds_weighted_normalised_scores_where_rrf_sees_only_ranks():
+    # BM25 puts p0 far ahead of p1; the dense list has p1 barely ahead of p0
+    bm25 = {"q": [(0, 20.0), (1, 10.0), (2, 0.0)]}
+    dense = {"q": [(1, 0.80), (0, 0.79), (3, 0.30)]}
+    # min-max: bm25 p0 1, p1 0.5, p2 0; dense p1 1, p0 0.98, p3 0; equal weights: p0 1.98, p1 1.5, p2 0, p3 0
+    fused = fuse_convex([bm25, dense], [1.0, 1.0], 10)["q"]
+    assert [i for i, _ in fused] == [0, 1, 2, 3]
+    assert fused[0][1] == pytest.approx(1 + 0.49 / 0.5)
+    # RRF (k 1) cannot tell: p0 and p1 each get 1/2 + 1/3, the tie goes to the lower index
+    assert [i for i, _ in fuse([bm25, dense], 1, [1.0, 1.0], 2)["q"]] == [0, 1]
+    # weight 0 drops a list; depth cuts; a wrong number of weights is refused
+    assert [i for i, _ in fuse_convex([bm25, dense], [0.0, 1.0], 2)["q"]] == [1, 0]
+    with pytest.raises(ValueError, match="2 lists but 1 weights"):
+        fuse_convex([bm25, dense], [1.0], 10)
+
+
+def test_search_fusion_convex_ignores_rrf_k_and_finds_the_weights_by_hand():
+    pids = ["p0", "p1", "p2"]
+    qrels = {"q1": {"p1": 1}}
+    a = {"q1": [(0, 3.0), (1, 2.9), (2, 0.0)]}   # p1 a close second
+    b = {"q1": [(1, 1.0), (2, 0.9), (0, 0.0)]}   # p1 first
+    best, table = search_fusion({"s": [a, b]}, qrels, pids, weight_grid([0, 1], 2), [1, 60], 10, "recall@1",
+                                fusion="convex")
+    # (1,1): p1 0.967 + 1 beats p0 1 + 0; (1,0): p0; (0,1): p1. The k grid is not walked: 3 rows
+    assert [(r["weights"], r["recall@1"], r["rrf_k"]) for r in table] == [([1.0, 1.0], 1.0, None),
+                                                                          ([1.0, 0.0], 0.0, None),
+                                                                          ([0.0, 1.0], 1.0, None)]
+    assert best["weights"] == [1.0, 1.0]
+    with pytest.raises(ValueError, match="fusion must be"):
+        search_fusion({"s": [a]}, qrels, pids, [(1.0,)], [60], 10, "recall@1", fusion="combsum")
 
 
 def test_bootstrap_interval_of_a_rate():

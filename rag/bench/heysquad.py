@@ -165,3 +165,19 @@ def article_split(passages: Iterable[Mapping], queries: Iterable[Mapping]) -> di
             raise KeyError(f"query {q['id']}: gold paragraph {gold!r} is not in the passages")
         out[q["id"]] = "train" if article[gold] % 2 == 0 else "report"
     return out
+
+
+def train_folds(passages: Iterable[Mapping], queries: Iterable[Mapping], k: int = 2) -> dict[str, int]:
+    """``{query id: fold}`` for the queries of the train half (`article_split`), folds 0 .. k-1 by article: the
+    train half's articles in ascending order, article i in fold ``i % k``. The folds of every cross-validation and
+    cross-fitting inside the train half (stage finetune_e5_sentences trains a model without each fold; stage
+    fit_selection scores each fold's questions with it). Raises KeyError as `article_split`; ValueError if k < 2.
+    """
+    if k < 2:
+        raise ValueError(f"train_folds: k must be at least 2, got {k}")
+    queries = list(queries)
+    article = {p["_id"]: int(p["article"]) for p in passages}
+    split = article_split([{"_id": d, "article": a} for d, a in article.items()], queries)
+    train = {q["id"]: article[q["relevant"][0]] for q in queries if split[q["id"]] == "train"}
+    fold = {a: i % k for i, a in enumerate(sorted(set(train.values())))}
+    return {qid: fold[a] for qid, a in train.items()}
