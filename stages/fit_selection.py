@@ -16,11 +16,6 @@ misses, each typed and as the recogniser heard it; a candidate is positive when 
 every fact. ``min_score`` is chosen on the clinic (`rag.voice.selection.choose_min_score`, the FAQ domain it serves)
 from out-of-fold scores: two models, each fitted without one half of the clinic's documents, score the other half.
 The vet KB is never read here.
-The ``e5_cosine`` feature of a train-half question is cross-fitted when ``select.e5_folds`` names the e5 encoder's
-fold copies (stage finetune_e5_sentences: each trained without one fold of the train half's articles,
-`rag.bench.heysquad.train_folds`): a question's cosines come from the copy that never saw it, so the scorers learn
-what the cosine is worth on questions the encoder was not trained on, as on a caller's (cross-fitting: Chernozhukov
-et al. 2018; stacking: Wolpert 1992). The report half and the clinic use ``select.e5_model``, as served.
 Writes the models (``select.model_dir``/selection-{design}.json, committed), every (question, candidate, label) to
 ``select.pairs`` (the cross-encoder's training data, stage train_cross) and metrics/heysquad/selection.json:
 pick hit rate per form and split for the rules pick and each design, near-miss refused, and the same on the
@@ -43,25 +38,25 @@ from rag.voice.queries import load_queries
 from rag.voice import selection
 from rag.voice.answer import pick_sentence, retrieve
 from rag.eval.evaluate import embed_texts
-from rag.bench.heysquad import SOURCES, article_split, as_transcripts, train_folds
-from rag.io import InputError, sha256_of, write_json, write_jsonl
+from rag.bench.heysquad import SOURCES, article_split, as_transcripts
+from rag.io import sha256_of, write_json, write_jsonl
 from rag.retrieval.e5 import cosines_of
 from rag.voice.queries import rewrite_queries
 from rag.retrieval.indexes import word_tokens
 from rag.retrieval.sentences import SentenceIndex
 
 
-def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid, near_miss, e5_of):
+def groups_of(queries, texts, vectors, index, sentences, settings, rules, hybrid, near_miss, e5):
     """One row per question: its candidates' features, labels, training mask and the rules pick. A question holds
     ``answers`` (HeySQuAD: any gold span in the gold paragraph) or ``facts`` (the clinic: every fact, in a relevant
-    document); an unanswerable one has no positive. ``e5_of(query id)``: the `E5Cosines` of its e5_cosine feature."""
+    document); an unanswerable one has no positive. ``e5``: the `E5Cosines` of the e5_cosine feature."""
     out = []
     for q in queries:
         if q["id"] not in texts:
             continue
         text, v = texts[q["id"]], vectors[q["id"]]
         docs = retrieve(index, text, v, settings)[1]
-        cands, x = selection.candidate_features(text, v, docs, sentences, e5_of(q["id"]))
+        cands, x = selection.candidate_features(text, v, docs, sentences, e5)
         if not cands:
             continue
         if "facts" in q:
@@ -101,7 +96,7 @@ def clinic_groups(p, settings, rules, hybrid, e5):
     for form, qs in forms.items():
         texts = rewrite_queries(qs, rewrite)
         for g in groups_of(qs, texts, embed_texts(texts), index, sentences, settings, rules, hybrid,
-                           form.startswith("near_miss"), lambda _: e5):
+                           form.startswith("near_miss"), e5):
             out.append({**g, "form": form})
     return out
 
@@ -131,19 +126,6 @@ def run():
     e5_sha256 = sha256_of(e5_path)
     e5 = cosines_of(e5_path, e5_sha256)
     passages, queries, index = heysquad_index(p, "answers")
-    folds = train_folds(passages, queries)
-    fold_e5 = [(name, sha256_of(ROOT / s["model_dir"] / name)) for name in s["e5_folds"]]
-    if fold_e5 and len(fold_e5) != len(set(folds.values())):
-        raise InputError(f"params.yaml: select.e5_folds names {len(fold_e5)} models; the train half has "
-                         f"{len(set(folds.values()))} folds")
-
-    def e5_of(qid):
-        """The e5 of a HeySQuAD question's feature: cross-fitted in the train half (the copy trained without its
-        fold) when ``select.e5_folds`` names them, else ``select.e5_model``."""
-        if fold_e5 and qid in folds:
-            return cosines_of(ROOT / s["model_dir"] / fold_e5[folds[qid]][0], fold_e5[folds[qid]][1])
-        return e5
-
     settings, rules, hybrid = config.answer_settings(p, 0.0), config.verify_rules(p), config.hybrid_config(p)
     kb = {r["_id"]: r["text"] for r in passages}
     article = {r["_id"]: r["article"] for r in passages}
@@ -172,7 +154,7 @@ def run():
                                       for qid in texts) if t}
         for kind, ts in (("answerable", texts), ("near_miss", near)):
             groups[(source, kind)] = groups_of(queries, ts, embed_texts(ts), index, sentences, settings, rules,
-                                               hybrid, kind == "near_miss", e5_of)
+                                               hybrid, kind == "near_miss", e5)
         print(f"fit_selection: {source} {time.perf_counter() - t0:.0f} s", flush=True)
     write_jsonl(ROOT / s["pairs"], ({"split": split[g["id"]], "form": source, "near_miss": g["near_miss"], "id": g["id"],
                                      "query": g["query"], "sentence": c, "label": bool(y_), "keep": bool(k)}
@@ -226,7 +208,6 @@ def run():
         scorers[design], out_of_fold[design] = m, report(clinic, m, best)
     out = {"split": "train = even articles (fit), report = odd articles; min_score chosen on the clinic",
            "e5_model": s["e5_model"],
-           "e5_cross_fit": [{"model": n, "sha256": h, "scores_fold": k} for k, (n, h) in enumerate(fold_e5)],
            "min_score": {d: m.min_score for d, m in scorers.items()}, "results": {},
            "clinic_out_of_fold": {"rules_tables_off": report(clinic, None), **out_of_fold}}
     for (source, kind), gs in groups.items():

@@ -169,9 +169,8 @@ def article_split(passages: Iterable[Mapping], queries: Iterable[Mapping]) -> di
 
 def train_folds(passages: Iterable[Mapping], queries: Iterable[Mapping], k: int = 2) -> dict[str, int]:
     """``{query id: fold}`` for the queries of the train half (`article_split`), folds 0 .. k-1 by article: the
-    train half's articles in ascending order, article i in fold ``i % k``. The folds of every cross-validation and
-    cross-fitting inside the train half (stage finetune_e5_sentences trains a model without each fold; stage
-    fit_selection scores each fold's questions with it). Raises KeyError as `article_split`; ValueError if k < 2.
+    train half's articles in ascending order, article i in fold ``i % k``: the folds of a cross-validation inside
+    the train half (stage finetune_e5_sentences). Raises KeyError as `article_split`; ValueError if k < 2.
     """
     if k < 2:
         raise ValueError(f"train_folds: k must be at least 2, got {k}")
