@@ -5,7 +5,9 @@ PyTorch. Each committed encoder is checked against the sha256 its training stage
 
 Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
-rewritten). Modes dense and hybrid_phonetic. Also one query's embedding time (ms, p50 / p95 over the clinic
+rewritten). Modes dense and hybrid_phonetic; on HeySQuAD also hybrid_phonetic's lists fused by the convex combination of
+min-max scores, weights chosen on the train half (``finetune.convex_weight_grid``, `rag.train.evaluate.convex_hybrid`),
+for the packaged MiniLM and the fine-tuned e5. Also one query's embedding time (ms, p50 / p95 over the clinic
 questions, the models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import json
@@ -16,7 +18,7 @@ from pathlib import Path
 from common import ROOT, main, params
 from rag import config
 from rag.bench.compare import markdown_table
-from rag.train.evaluate import report_half
+from rag.train.evaluate import convex_hybrid, report_half
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
 from rag.io import InputError, sha256_of, write_json, write_text
 from rag.retrieval.chunk import chunk_folder
@@ -102,6 +104,10 @@ def run():
         results["sets"][name] = {"heysquad_report": report_half(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p),
                                                                 e, passage_embedder=pe),
                                  **kb_metrics(p, e, pe)}
+    results["convex_hybrid"] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p),
+                                                    embedders[name], passage_side.get(name, embedders[name]),
+                                                    f["convex_weight_grid"])
+                                for name in ("packaged", "e5_finetuned")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = query_ms(embedders, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -120,11 +126,19 @@ def markdown(r) -> str:
               for name in ("clinic", "vet_clean", "vet_noisy") for form in ("raw", "rewritten") for mode in MODES]
     rows = [[name, form, mode, *(x["mrr@10"] for x in xs), *(x["recall@1"] for x in xs)] for name, form, mode, xs in cells]
     ms = r["query_embed_ms"]
+    convex = [[NAMES[n], c["weights"], c["train_mrr@10"]["rrf"], c["train_mrr@10"]["convex"],
+               *(f"{c['report_mrr@10'][form]['rrf']} -> {c['report_mrr@10'][form]['convex']}" for form in ("typed", "human", "machine"))]
+              for n, c in r["convex_hybrid"].items()]
     return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
             f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}). Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run, interleaved).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
-                              *(f"R@1 {label}" for label in NAMES.values())], rows))
+                              *(f"R@1 {label}" for label in NAMES.values())], rows)
+            + "\n\nhybrid_phonetic's lists fused by RRF (as configured) or by the convex combination of min-max scores, "
+              "weights (dense, BM25, phonetic) chosen on the train half's human-ASR questions by MRR@10; HeySQuAD, raw "
+              "transcripts, MRR@10:\n\n"
+            + markdown_table(["dense", "convex weights", "train human RRF", "train human convex",
+                              "report typed RRF -> convex", "report human", "report machine"], convex))
 
 
 main(run)

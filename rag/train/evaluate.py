@@ -35,6 +35,55 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
             for source in SOURCES}
 
 
+def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_embedder, grid: Sequence[float],
+                  choose_form: str = "human") -> dict:
+    """hybrid_phonetic's three lists on HeySQuAD (dense, BM25 and phonetic BM25, each its top ``config.depth``; raw
+    transcripts, all 311 paragraphs searched) fused two ways: RRF at the configured weights and k
+    (`rag.retrieval.indexes.rrf_fuse`), and the convex combination of min-max normalised scores
+    (`rag.retrieval.learned_fusion.fuse_convex`, Bruch et al. 2023) with weights (``grid`` per list, `weight_grid`)
+    chosen by MRR@10 on the train half's ``choose_form`` questions (`search_fusion`); both scored on the report half.
+    Neither applies `PassageIndex.ranking`'s promotions of quoted numbers (no HeySQuAD question quotes one).
+    ``embedder`` / ``passage_embedder`` as `report_half`.
+
+    Returns ``{"weights": [dense, bm25, phonetic], "chosen_on": ..., "train_mrr@10": {"rrf", "convex"},
+    "report_mrr@10": {form: {"rrf", "convex"}}}``.
+    """
+    from rag.eval.metrics import evaluate_run, to_run
+    from rag.io import normalise_text
+    from rag.retrieval.indexes import rrf_fuse
+    from rag.retrieval.learned_fusion import fuse_convex, search_fusion, weight_grid
+
+    passages, queries = read_prepared(data_dir)
+    split = article_split(passages, queries)
+    index = PassageIndex(as_passages(passages), passage_embedder.embed([r["text"] for r in passages]), config)
+    pids = [x.id for x in index.passages]
+    qrels = {q["id"]: {d: 1 for d in q["relevant"]} for q in queries}
+    lists = {}
+    for source in SOURCES:
+        texts = {i: normalise_text(t) for i, t in raw_queries(as_transcripts(queries, source)).items()}
+        ids = sorted(texts)
+        vectors = embedder.embed([texts[i] for i in ids])
+        per_query = {i: (index.dense_ranking(v, config.depth), index.bm25_ranking(texts[i], config.depth),
+                         index.phonetic_ranking(texts[i], config.depth)) for i, v in zip(ids, vectors)}
+        lists[source] = {part: [{i: per_query[i][m] for i in ids if split[i] == part} for m in range(3)]
+                         for part in ("train", "report")}
+    rrf_weights = [*config.weights, config.phonetic_weight]
+
+    def mrr(source, part, weights=None):
+        ls = lists[source][part]
+        fused = ({i: rrf_fuse([l[i] for l in ls], config.rrf_k, rrf_weights)[:10] for i in ls[0]} if weights is None
+                 else fuse_convex(ls, weights, 10))
+        return round(evaluate_run({i: qrels[i] for i in ls[0]}, to_run(fused, pids), ks=(10,))["mrr@10"], 4)
+
+    train = lists[choose_form]["train"]
+    best, _ = search_fusion({"-": train}, {i: qrels[i] for i in train[0]}, pids, weight_grid(grid, 3), [None],
+                            config.depth, "mrr@10", fusion="convex")
+    w = best["weights"]
+    return {"weights": [round(x, 4) for x in w], "chosen_on": f"train half, {choose_form}, MRR@10",
+            "train_mrr@10": {"rrf": mrr(choose_form, "train"), "convex": mrr(choose_form, "train", w)},
+            "report_mrr@10": {form: {"rrf": mrr(form, "report"), "convex": mrr(form, "report", w)} for form in SOURCES}}
+
+
 def fidelity(path: str | Path, fp32_vectors, texts, e5, threads: int) -> float:
     """Mean cosine (over all rows) of the e5 encoder at ``path``'s unit vectors of ``texts`` = (queries, passages),
     each a list of str, to ``fp32_vectors`` = ((n_q, 384), (n_p, 384)) float32 unit rows of the fp32 export's, rounded
