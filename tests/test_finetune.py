@@ -244,3 +244,23 @@ def test_export_matches_torch_and_the_quantised_copy_stays_close(tmp_path):
         got = MiniLMEmbedder(model=f, sha256=hashlib.sha256(f.read_bytes()).hexdigest()).embed(texts)
         assert (got * ref).sum(axis=1).min() >= floor, name
     assert (tmp_path / "q.onnx").stat().st_size < 0.3 * (tmp_path / "fp32.onnx").stat().st_size
+
+
+def test_convex_hybrid_chooses_on_the_train_half_and_scores_both_fusions_on_the_report_half(tmp_path):
+    from rag.retrieval.search import HybridConfig
+    from rag.train.evaluate import convex_hybrid
+
+    texts = ["Warsaw is the capital of Poland.", "The Rhine flows through Basel.", "Chopin wrote many nocturnes.",
+             "Copper conducts electricity well."]
+    (tmp_path / "passages.jsonl").write_text("".join(
+        json.dumps({"_id": f"{a}_0", "text": t, "article": a}) + "\n" for a, t in enumerate(texts)))
+    asks = ["capital of poland", "rhine basel", "chopin nocturnes", "copper electricity"]
+    (tmp_path / "queries.jsonl").write_text("".join(
+        json.dumps({"id": f"q{a}", "relevant": [f"{a}_0"], "typed": q, "human": q, "machine": q}) + "\n"
+        for a, q in enumerate(asks)))
+    e = MiniLMEmbedder()
+    out = convex_hybrid(tmp_path, HybridConfig(), e, e, [0.0, 1.0])
+    # every question finds its own paragraph first both ways; ties keep the grid's first direction, (1, 1, 1)
+    assert out["weights"] == [1.0, 1.0, 1.0]
+    assert out["train_mrr@10"] == {"rrf": 1.0, "convex": 1.0}
+    assert out["report_mrr@10"] == {form: {"rrf": 1.0, "convex": 1.0} for form in ("typed", "human", "machine")}
