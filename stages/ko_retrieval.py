@@ -10,7 +10,10 @@ TRAIN split only, by ``ko.learned.objective``) with one more learned row per ``k
 members; e5_finetuned was trained on the train split, so its weight there is chosen on questions it has seen: a
 biased choice that can cost the test score but cannot inflate it), and one row per ``ko.learned.convex`` entry: the
 convex combination of min-max normalised scores (`rag.retrieval.learned_fusion.fuse_convex`, Bruch et al. 2023),
-BM25 k1 and weights (``convex_weight_grid``) chosen on the train split the same way. Writes metrics/ko/retrieval.json (test metrics per row,
+BM25 k1 and weights (``convex_weight_grid``) chosen on the train split the same way; ``learned_rrf_convex_grid``:
+RRF of ``ko.learned.retrievers`` on that same finer grid (is a convex gain the fusion's or the grid's?);
+``paired_vs_rrf``: each convex row minus the learned RRF row of the same members per test question (mean, 95 %
+bootstrap interval, questions better / worse). Writes metrics/ko/retrieval.json (test metrics per row,
 tokenizer name+version, the learned choice), metrics/ko/retrieval.md, metrics/ko/fusion_grid.csv (train grid),
 and the headline metrics/ko/summary.json (recall@1, nDCG@10 of learned_rrf, of each compared learned row and of the
 best single retriever).
@@ -123,7 +126,7 @@ def run() -> None:
             raise InputError(f"params.yaml: {name} names {unknown}, not one of {sorted(known)}")
     grid_seconds = 0.0
 
-    def learned(members: list[str], fusion: str = "rrf") -> tuple[dict, dict, list, list]:
+    def learned(members: list[str], fusion: str = "rrf", grid=None) -> tuple[dict, dict, list, list]:
         """``fusion`` (RRF, or the convex combination of min-max normalised scores) of ``members`` with BM25 k1, RRF
         k and weights chosen on the train queries: (test run, its info, the train grid's rows, the members' test
         lists)."""
@@ -132,7 +135,7 @@ def run() -> None:
         lists_by_k1 = {k1: [dense_train[m] if m in DENSE else bm25_rankings(m.removeprefix("bm25_"), k1, train)
                             for m in members] for k1 in lp["bm25_k1_grid"]}
         t0 = time.perf_counter()
-        grid = lp["weight_grid"] if fusion == "rrf" else lp["convex_weight_grid"]
+        grid = grid or (lp["weight_grid"] if fusion == "rrf" else lp["convex_weight_grid"])
         best, table = search_fusion(lists_by_k1, qrels_train, pids, weight_grid(grid, len(members)),
                                     lp["rrf_k_grid"], depth, lp["objective"], fusion)
         grid_seconds += time.perf_counter() - t0
@@ -152,6 +155,8 @@ def run() -> None:
         runs[name], info[name], _, _ = learned(others)
     for name, others in lp["convex"].items():
         runs[name], info[name], _, _ = learned(others, "convex")
+    # RRF on the convex rows' finer grid: is a convex row's gain the fusion's or the grid's?
+    runs["learned_rrf_convex_grid"], info["learned_rrf_convex_grid"], _, _ = learned(members, "rrf", lp["convex_weight_grid"])
     seconds["fusion grid search"] = grid_seconds
 
     # single BM25 retrievers with k1 chosen on train (one-retriever rows of the same grid), for a fair baseline
@@ -178,26 +183,29 @@ def run() -> None:
         run = to_run(runs[name], pids)
         return [evaluate_run({q: qrels_test[q]}, {q: run.get(q, {})}, (10,))["ndcg@10"] for q in sorted(qrels_test)]
 
-    base = per_query_ndcg("learned_rrf")
-    paired = {}   # each convex row minus learned_rrf, per test question: is the gain more than resampling noise?
-    for name in lp["convex"]:
-        diff = [a - b for a, b in zip(per_query_ndcg(name), base)]
-        paired[name] = {"ndcg@10_minus_learned_rrf": round(float(np.mean(diff)), 4),
+    rrf_rows = {tuple(m): n for n, m in {"learned_rrf": members, **lp["compare"]}.items()}
+    paired = {}   # each convex row minus the learned RRF row of the same members, per test question
+    for name, others in lp["convex"].items():
+        if tuple(others) not in rrf_rows:
+            continue
+        baseline = rrf_rows[tuple(others)]
+        diff = [a - b for a, b in zip(per_query_ndcg(name), per_query_ndcg(baseline))]
+        paired[name] = {"baseline": baseline, "ndcg@10_minus_baseline": round(float(np.mean(diff)), 4),
                         "interval_95": list(bootstrap_interval(diff, seed=p["seed"])),
                         "questions_better": sum(d > 0 for d in diff), "questions_worse": sum(d < 0 for d in diff)}
 
     write_json(out / "retrieval.json", {
         "split": "test", "queries": len(test), "passages": len(pids), "train_queries_for_learning": len(train),
         "retrievers": results, "best_single_by_ndcg@10": best_single,
-        "paired_vs_learned_rrf": paired,
+        "paired_vs_rrf": paired,
     })
     write_json(out / "summary.json", {  # headline for dvc exp show: the learned fusion vs the best single retriever
         name: {k.replace("@", "_at_"): results[name][k] for k in ("recall@1", "ndcg@10")}
-        for name in ("learned_rrf", *lp["compare"], *lp["convex"], best_single)})
+        for name in ("learned_rrf", *lp["compare"], *lp["convex"], "learned_rrf_convex_grid", best_single)})
     header = "| retriever | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 | notes |\n|---|---|---|---|---|---|---|\n"
     lines = []
     for name, r in results.items():
-        note = ", ".join(f"{k}={v}" for k, v in info[name].items() if k not in ("tokenizer_version", "tokenizer"))
+        note = ", ".join(f"{k}={v}" for k, v in info[name].items() if k not in ("tokenizer_version", "tokenizer") and v is not None)
         lines.append(f"| {name} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | "
                      f"{r['mrr@10']:.3f} | {r['ndcg@10']:.3f} | {note} |\n")
     write_text(out / "retrieval.md",

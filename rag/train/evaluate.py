@@ -38,26 +38,19 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
 def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_embedder, grid: Sequence[float],
                   choose_form: str = "human") -> dict:
     """hybrid_phonetic's three lists on HeySQuAD (dense, BM25 and phonetic BM25, each its top ``config.depth``; raw
-    transcripts, all 311 paragraphs searched) fused two ways: RRF at the configured weights and k
-    (`rag.retrieval.indexes.rrf_fuse`), and the convex combination of min-max normalised scores
-    (`rag.retrieval.learned_fusion.fuse_convex`, Bruch et al. 2023) with weights (``grid`` per list, `weight_grid`)
-    chosen by MRR@10 on the train half's ``choose_form`` questions (`search_fusion`); both scored on the report half.
-    Neither applies `PassageIndex.ranking`'s promotions of quoted numbers (no HeySQuAD question quotes one).
-    ``embedder`` / ``passage_embedder`` as `report_half`.
-
-    Returns ``{"weights": [dense, bm25, phonetic], "chosen_on": ..., "train_mrr@10": {"rrf", "convex"},
-    "report_mrr@10": {form: {"rrf", "convex"}}}``.
+    transcripts after `rag.io.normalise_text`, embedded so too; all 311 paragraphs searched), fused by RRF and by the
+    convex combination of min-max scores, compared by `compare_fusions` (weights chosen on the train half's
+    ``choose_form`` questions, scored on the report half). Neither fusion applies `PassageIndex.ranking`'s promotions
+    (`promote_exact_hit`, `promote_quoted`); RRF here matches `report_half`'s hybrid_phonetic to 4 places on HeySQuAD.
+    ``embedder`` / ``passage_embedder`` as `report_half`. An encoder trained on the train half (the fine-tuned e5) has
+    its weight chosen on questions it has seen: a bias towards the dense list that can only cost the report half.
+    Returns `compare_fusions`'s dict.
     """
-    from rag.eval.metrics import evaluate_run, to_run
     from rag.io import normalise_text
-    from rag.retrieval.indexes import rrf_fuse
-    from rag.retrieval.learned_fusion import fuse_convex, search_fusion, weight_grid
 
     passages, queries = read_prepared(data_dir)
     split = article_split(passages, queries)
     index = PassageIndex(as_passages(passages), passage_embedder.embed([r["text"] for r in passages]), config)
-    pids = [x.id for x in index.passages]
-    qrels = {q["id"]: {d: 1 for d in q["relevant"]} for q in queries}
     lists = {}
     for source in SOURCES:
         texts = {i: normalise_text(t) for i, t in raw_queries(as_transcripts(queries, source)).items()}
@@ -67,21 +60,44 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
                          index.phonetic_ranking(texts[i], config.depth)) for i, v in zip(ids, vectors)}
         lists[source] = {part: [{i: per_query[i][m] for i in ids if split[i] == part} for m in range(3)]
                          for part in ("train", "report")}
-    rrf_weights = [*config.weights, config.phonetic_weight]
+    return compare_fusions(lists, {q["id"]: {d: 1 for d in q["relevant"]} for q in queries},
+                           [x.id for x in index.passages], [*config.weights, config.phonetic_weight], config.rrf_k,
+                           grid, choose_form)
 
-    def mrr(source, part, weights=None):
-        ls = lists[source][part]
-        fused = ({i: rrf_fuse([l[i] for l in ls], config.rrf_k, rrf_weights)[:10] for i in ls[0]} if weights is None
-                 else fuse_convex(ls, weights, 10))
-        return round(evaluate_run({i: qrels[i] for i in ls[0]}, to_run(fused, pids), ks=(10,))["mrr@10"], 4)
+
+def compare_fusions(lists: Mapping[str, Mapping[str, Sequence[Mapping]]], qrels: Mapping[str, Mapping[str, int]],
+                    passage_ids: Sequence[str], rrf_weights: Sequence[float], rrf_k: float, grid: Sequence[float],
+                    choose_form: str) -> dict:
+    """Three fusions of the same ranked lists, like for like: RRF at the given weights and k (as configured), RRF with
+    weights chosen from ``grid`` (`weight_grid`, k kept), and the convex combination of min-max normalised scores
+    (`rag.retrieval.learned_fusion.fuse_convex`, Bruch et al. 2023) with weights chosen from the same ``grid``; each
+    choice by MRR@10 on ``lists[choose_form]["train"]`` only (`search_fusion`; ties: the grid's earlier direction),
+    all scored on every form's "report" part.
+
+    lists: ``{form: {"train" | "report": [ {query id: ranking (passage index, score)} per list ]}}``; qrels:
+    ``{query id: {passage id: grade}}``; passage_ids: index -> id. Weights are directions (scale-free: divided by
+    their largest). Returns ``{"weights": {"rrf_tuned", "convex"}, "chosen_on", "train_mrr@10": {fusion: v},
+    "report_mrr@10": {form: {"rrf", "rrf_tuned", "convex"}}}``.
+    """
+    from rag.eval.metrics import evaluate_run, to_run
+    from rag.retrieval.learned_fusion import fuse, fuse_convex, search_fusion, weight_grid
+
+    def mrr(form, part, fusion):
+        ls = lists[form][part]
+        fused = (fuse(ls, rrf_k, rrf_weights, 10) if fusion == "rrf" else fuse(ls, rrf_k, chosen["rrf_tuned"], 10)
+                 if fusion == "rrf_tuned" else fuse_convex(ls, chosen["convex"], 10))
+        return round(evaluate_run({i: qrels[i] for i in ls[0]}, to_run(fused, list(passage_ids)), ks=(10,))["mrr@10"], 4)
 
     train = lists[choose_form]["train"]
-    best, _ = search_fusion({"-": train}, {i: qrels[i] for i in train[0]}, pids, weight_grid(grid, 3), [None],
-                            config.depth, "mrr@10", fusion="convex")
-    w = best["weights"]
-    return {"weights": [round(x, 4) for x in w], "chosen_on": f"train half, {choose_form}, MRR@10",
-            "train_mrr@10": {"rrf": mrr(choose_form, "train"), "convex": mrr(choose_form, "train", w)},
-            "report_mrr@10": {form: {"rrf": mrr(form, "report"), "convex": mrr(form, "report", w)} for form in SOURCES}}
+    directions = weight_grid(grid, len(train))
+    chosen = {name: search_fusion({"-": train}, {i: qrels[i] for i in train[0]}, passage_ids, directions, [rrf_k],
+                                  10, "mrr@10", fusion=fusion)[0]["weights"]
+              for name, fusion in (("rrf_tuned", "rrf"), ("convex", "convex"))}
+    fusions = ("rrf", "rrf_tuned", "convex")
+    return {"weights": {n: [round(x, 4) for x in w] for n, w in chosen.items()},
+            "chosen_on": f"train half, {choose_form}, MRR@10",
+            "train_mrr@10": {f: mrr(choose_form, "train", f) for f in fusions},
+            "report_mrr@10": {form: {f: mrr(form, "report", f) for f in fusions} for form in lists}}
 
 
 def fidelity(path: str | Path, fp32_vectors, texts, e5, threads: int) -> float:
