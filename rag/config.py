@@ -40,6 +40,17 @@ def number(p: Mapping, section: str, key: str, kind: type = float, above: float 
     return kind(v)
 
 
+def weights(v, name: str, n: int | None = None) -> tuple[float, ...]:
+    """``v`` as fusion weights: a non-empty list of finite numbers >= 0, one of them above 0, of length ``n`` when
+    given; ValueError naming ``name`` (the params key, e.g. ``retrieval.convex_weights``) otherwise."""
+    ok = (isinstance(v, list) and v and (n is None or len(v) == n)
+          and all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in v)
+          and max(v) > 0)
+    if not ok:
+        raise ValueError(f"params.yaml: {name} must list {n or 'some'} weights >= 0, one of them above 0, got {v!r}")
+    return tuple(float(x) for x in v)
+
+
 def words(p: Mapping, section: str, key: str) -> tuple[str, ...]:
     """``p[section][key]`` as a tuple of words; ValueError naming ``section.key`` unless it is a list of strings
     (a YAML ``true``/``false`` in a word list is a boolean: quote it)."""
@@ -150,7 +161,7 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
 
 def hybrid_config(p: Mapping) -> HybridConfig:
     """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor / engine, phonetic list,
-    the dense index (exact | hnsw and its m, ef_construction, ef_search)."""
+    the dense index (exact | hnsw and its m, ef_construction, ef_search), fusion and convex_weights."""
     r = p["retrieval"]
     def num(key, kind=float, **bounds):
         return number(p, "retrieval", key, kind, **bounds)
@@ -164,7 +175,8 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         phonetic_ngram=num("phonetic_ngram", int, at_least=0), index=str(r["index"]),
                         hnsw=(num("hnsw_m", int, at_least=2, at_most=256), num("hnsw_ef_construction", int, at_least=1),
                               num("hnsw_ef_search", int, at_least=1)),
-                        bm25_engine=str(r["bm25_engine"]))
+                        bm25_engine=str(r["bm25_engine"]), fusion=str(r["fusion"]),
+                        convex_weights=weights(r["convex_weights"], "retrieval.convex_weights", 3))
 
 
 def gate_retrieval(p: Mapping) -> dict:

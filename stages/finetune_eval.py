@@ -88,9 +88,7 @@ def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
 def run():
     p = params()
     f = p["finetune"]
-    g = f["convex_weight_grid"]
-    if not (isinstance(g, list) and g and all(isinstance(v, (int, float)) and v >= 0 for v in g) and max(g) > 0):
-        raise InputError(f"params.yaml: finetune.convex_weight_grid must list weights >= 0, one of them above 0, got {g!r}")
+    config.weights(f["convex_weight_grid"], "finetune.convex_weight_grid")  # before any work
     path, shipped = committed(p, "finetune", "train.json")
     e5_path, e5_shipped = committed(p, "finetune_e5", "e5.json")
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])

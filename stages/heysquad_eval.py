@@ -1,5 +1,9 @@
 """Stage heysquad_eval: {typed, human, machine} x {raw, rewritten} x {dense, bm25, hybrid} on HeySQuAD.
 
+Also ``fusion_by_half``: hybrid_phonetic on the rewritten questions, fused by RRF and by the convex combination
+(``retrieval.convex_weights``), on each half by article (train: even articles, where the convex weights were chosen;
+report: odd), whatever ``retrieval.fusion`` the chain uses (issue 14).
+
 Reads ``{heysquad.data_dir}``/passages.jsonl, queries.jsonl, embed.npy and params ``rewrite``, ``retrieval``.
 Writes ``{heysquad.metrics_dir}``/retrieval.json (sizes; ``metrics[source][form][mode]`` = recall@1/5/10,
 mrr@10, ndcg@10, paragraph level; ``asr_penalty[spoken][form][mode]`` = (typed - spoken) / typed of
@@ -7,11 +11,12 @@ MRR@10) and retrieval.md (both as Markdown tables), and the headline summary.jso
 ``retrieval.mode`` on the raw questions, per source).
 """
 import time
+from dataclasses import replace
 
 from common import ROOT, heysquad_index, main, params
 from rag import config
 from rag.bench.compare import evaluate_matrix, markdown_table, select
-from rag.bench.heysquad import SOURCES, as_transcripts, asr_penalty
+from rag.bench.heysquad import SOURCES, article_split, as_transcripts, asr_penalty
 from rag.io import write_json, write_text
 from rag.voice.queries import raw_queries, rewrite_queries
 
@@ -25,15 +30,24 @@ def run():
     t0 = time.perf_counter()
     passages, queries, index = heysquad_index(p, "answerable")
     rules = config.rewrite_rules(p, index.passages)
-    matrix = {}
+    half = article_split(passages, queries)
+    matrix, by_half = {}, {}
     for source in SOURCES:
         spoken = as_transcripts(queries, source)
         forms = {"raw": raw_queries(spoken), "rewritten": rewrite_queries(spoken, rules)}
         matrix[source] = select(evaluate_matrix(index, queries, forms, ks=(1, 5, 10)), COLUMNS)
+        for fusion in ("rrf", "convex"):
+            index.config = replace(index.config, fusion=fusion)
+            by_half.setdefault(source, {})[fusion] = {part: select(evaluate_matrix(
+                index, [q for q in queries if half[q["id"]] == part],
+                {part: {i: t for i, t in forms["rewritten"].items() if half[i] == part}}, ("hybrid_phonetic",),
+                ks=(1, 3, 10)), ["recall@1", "recall@3", "mrr@10"])[part]["hybrid_phonetic"]
+                for part in ("train", "report")}
+    index.config = config.hybrid_config(p)
     penalty = {s: asr_penalty(matrix, s) for s in SPOKEN}
     write_json(ROOT / h["metrics_dir"] / "retrieval.json", {
         "passages": len(passages), "questions": len(queries), "sample_passages": h["sample_passages"],
-        "metrics": matrix, "asr_penalty_mrr@10": penalty})
+        "metrics": matrix, "asr_penalty_mrr@10": penalty, "fusion_by_half": by_half})
     mode = p["retrieval"]["mode"]
     write_json(ROOT / h["metrics_dir"] / "summary.json", {  # headline for dvc exp show: retrieval.mode, raw
         "mode": mode, **{source: {k.replace("@", "_at_"): matrix[source]["raw"][mode][k] for k in ("recall@1", "mrr@10")}
@@ -50,7 +64,13 @@ def run():
     write_text(ROOT / h["metrics_dir"] / "retrieval.md", caption
                + markdown_table(["questions", "query", "mode", "R@1", "R@5", "R@10", "MRR@10", "nDCG@10"], rows)
                + "\nASR penalty: MRR@10 drop from typed to spoken questions, (typed - spoken) / typed.\n\n"
-               + markdown_table(["spoken", "query", "mode", "MRR@10 drop"], pen_rows))
+               + markdown_table(["spoken", "query", "mode", "MRR@10 drop"], pen_rows)
+               + f"\nhybrid_phonetic on the rewritten questions per half by article, RRF vs the convex combination "
+               + f"(weights dense / BM25 / phonetic {r['convex_weights']}, chosen on the train half; the chain uses "
+               + f"`retrieval.fusion` = {r['fusion']}):\n\n"
+               + markdown_table(["questions", "fusion", "half", "R@1", "R@3", "MRR@10"],
+                                [[s, f, part, *m.values()] for s, by_f in by_half.items() for f, parts in by_f.items()
+                                 for part, m in parts.items()]))
     print(f"heysquad_eval: {len(queries)} questions x {len(SOURCES)} sources x 2 forms x 3 modes, "
           f"{time.perf_counter() - t0:.1f} s")
 

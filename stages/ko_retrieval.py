@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from common import main, params
+from rag import config
 from rag.ko import tokenize as korean
 from rag.io import InputError, read_jsonl, write_json, write_text
 from rag.retrieval.learned_fusion import fuse, fuse_convex, search_fusion, weight_grid
@@ -118,9 +119,7 @@ def run() -> None:
     # ---- learned on train only: BM25 k1 x RRF k x weights
     lp = p["learned"]
     for key in ("weight_grid", "convex_weight_grid"):
-        g = lp[key]
-        if not (isinstance(g, list) and g and all(isinstance(v, (int, float)) and v >= 0 for v in g) and max(g) > 0):
-            raise InputError(f"params.yaml: ko.learned.{key} must list weights >= 0, one of them above 0, got {g!r}")
+        config.weights(lp[key], f"ko.learned.{key}")
     known = {*DENSE, *(f"bm25_{name}" for name in p["tokenizers"])}
     for name, members in {"ko.learned.retrievers": lp["retrievers"], **{f"ko.learned.compare.{n}": m
                                                                          for n, m in lp["compare"].items()},

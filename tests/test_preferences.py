@@ -50,6 +50,11 @@ def test_grounded_keeps_only_values_the_caller_said(rules):
     ("I have a large dog, a golden retriever", {"pet": "golden retriever"}, {"pet": "golden retriever"}),
     ("saturday is the only day I can come", {"day": "Saturday"}, {"day": "saturday"}),
     ("my husband is on medicare, I have aetna myself", {"insurance": "aetna"}, {"insurance": "aetna"}),
+    # the one word between an article (or my / our) and the value is the caller's too: the KB may price it apart
+    ("I have a small dog", {"pet": "dog"}, {"pet": "small dog"}),
+    ("I have a large dog, a golden retriever", {"pet": "dog"}, {"pet": "large dog"}),
+    ("we have a dog", {"pet": "dog"}, {"pet": "dog"}),
+    ("we've got the two cats", {"pet": "cats"}, {"pet": "cats"}),
     # a question states nothing; what the caller says of someone else is not theirs
     ("hi are you open on saturday", {"day": "Saturday"}, {}),
     ("do you take medicaid", {"insurance": "medicaid"}, {}),

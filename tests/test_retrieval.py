@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from rag import config
-from rag.retrieval.indexes import BM25Index, promote_exact_hit, promote_quoted, rrf_fuse
+from rag.retrieval.indexes import BM25Index, convex_fuse, promote_exact_hit, promote_quoted, rrf_fuse
+from rag.voice import abstain
 from rag.retrieval.search import HybridConfig, PassageIndex
 from rag.retrieval.chunk import Passage
 
@@ -79,11 +80,59 @@ def test_non_string_stopwords_are_refused():
     retrieval = {"rrf_k": 10, "depth": 20, "weight_dense": 1.0, "weight_bm25": 2.0, "use_stopwords": True,
                  "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
                  "phonetic_encoder": "metaphone", "phonetic_ngram": 3, "index": "exact",
-                 "hnsw_m": 16, "hnsw_ef_construction": 80, "hnsw_ef_search": 64, "bm25_engine": "rank_bm25"}
+                 "hnsw_m": 16, "hnsw_ef_construction": 80, "hnsw_ef_search": 64, "bm25_engine": "rank_bm25",
+                 "fusion": "rrf", "convex_weights": [1.0, 1.0, 1.0]}
     with pytest.raises(ValueError, match="retrieval.stopwords must be a list of words, got False, True"):
         config.hybrid_config({"retrieval": {**retrieval, "stopwords": ["the", True, False]}})
     words = ["the", "on", "off", "yes", "no"]  # strings in YAML 1.2 (rag.io.read_params), quoted or not
     assert config.hybrid_config({"retrieval": {**retrieval, "stopwords": words}}).stopwords == set(words)
+
+
+def test_fusion_settings_are_checked_naming_the_params_key():
+    retrieval = {"rrf_k": 10, "depth": 20, "weight_dense": 1.0, "weight_bm25": 2.0, "use_stopwords": False,
+                 "stopwords": [], "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
+                 "phonetic_encoder": "metaphone", "phonetic_ngram": 3, "index": "exact", "hnsw_m": 16,
+                 "hnsw_ef_construction": 80, "hnsw_ef_search": 64, "bm25_engine": "rank_bm25", "fusion": "convex",
+                 "convex_weights": [1, 0.5, 0]}
+    h = config.hybrid_config({"retrieval": retrieval})
+    assert (h.fusion, h.convex_weights) == ("convex", (1.0, 0.5, 0.0))
+    for bad in ([1.0, 1.0], [0, 0, 0], [1, -1, 1], [1, True, 1], [1, float("nan"), 1], "1 1 1"):
+        with pytest.raises(ValueError, match=r"retrieval.convex_weights must list 3 weights >= 0"):
+            config.hybrid_config({"retrieval": {**retrieval, "convex_weights": bad}})
+    with pytest.raises(ValueError, match="retrieval.fusion must be one of"):
+        config.hybrid_config({"retrieval": {**retrieval, "fusion": "max"}})
+    with pytest.raises(ValueError, match=r"ko.learned.weight_grid must list some weights"):
+        config.weights([], "ko.learned.weight_grid")
+
+
+def test_convex_fusion_reads_score_gaps_that_rrf_throws_away():
+    """"refills on saturday" on the toy corpus: the dense list is p1 1.0, p2 0.96, p0 0.8, p3 0.6 (min-max 1, 0.9,
+    0.5, 0); BM25 holds p0 (saturday, 7 tokens) and p1 (refills, 5 tokens), min-max 1 and 0. RRF (k 10) sees only
+    ranks: p1 1/11 + 1/12 beats p0 1/13 + 1/11. The convex combination sees BM25's wide gap: p0 0.5 + 1 = 1.5, p1 1
+    + 0 = 1.0, p2 0.9, p3 0. The gate's hybrid signal stays RRF (it was fitted on RRF scores)."""
+    query = "refills on saturday"
+    rrf = toy_index(HybridConfig(rrf_k=10))
+    convex = toy_index(HybridConfig(rrf_k=10, fusion="convex"))
+    assert [i for i, _ in convex.bm25_ranking(query, 20)] == [0, 1]
+    assert [i for i, _ in rrf.ranking(query, "hybrid", QUERY_VECTOR)] == [1, 0, 2, 3]
+    assert convex.ranking(query, "hybrid", QUERY_VECTOR) == [(0, pytest.approx(1.5)), (1, pytest.approx(1.0)),
+                                                            (2, pytest.approx(0.9)), (3, pytest.approx(0.0))]
+    assert convex.ranking(query, "hybrid", QUERY_VECTOR, fusion="rrf") == rrf.ranking(query, "hybrid", QUERY_VECTOR)
+    assert abstain.hybrid(convex, query, QUERY_VECTOR) == pytest.approx(1 / 11 + 1 / 12)
+    # hybrid_phonetic weighs its third list by convex_weights[2]; 0 leaves it out
+    no_phonetic = toy_index(HybridConfig(rrf_k=10, fusion="convex", convex_weights=(1.0, 1.0, 0.0)))
+    assert no_phonetic.ranking(query, "hybrid_phonetic", QUERY_VECTOR) == convex.ranking(query, "hybrid", QUERY_VECTOR)
+    with pytest.raises(ValueError, match="unknown fusion 'max'"):
+        convex.ranking(query, "hybrid", QUERY_VECTOR, fusion="max")
+
+
+def test_convex_fuse_by_hand():
+    dense, bm25 = [(1, 0.9), (0, 0.5), (2, 0.1)], [(2, 8.0), (1, 6.0)]
+    # min-max: dense p1 1, p0 0.5, p2 0; bm25 p2 1, p1 0; weights 1 and 2: p1 1, p2 2, p0 0.5
+    assert convex_fuse([dense, bm25], [1.0, 2.0]) == [(2, 2.0), (1, 1.0), (0, 0.5)]
+    assert convex_fuse([dense, []], [1.0, 1.0]) == [(1, 1.0), (0, 0.5), (2, 0.0)]  # an empty list adds nothing
+    with pytest.raises(ValueError, match="2 rankings but 1 weights"):
+        convex_fuse([dense, bm25], [1.0])
 
 
 # Exact-match override (rag.retrieval.indexes.promote_exact_hit). p0 alone holds "0177"; "555" is in p0 and p1.

@@ -25,6 +25,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 _FILLER = frozenset("a an the my our his her their some two three one".split())  # never needed to state a value
 _FIRST_PERSON = frozenset("i im ive id ill we weve wed me myself us".split())  # after apostrophes are dropped
 _POSSESSIVE = frozenset(("my", "our"))
+_OPENS_PHRASE = frozenset(("a", "an", "the", "my", "our"))  # a noun phrase starts here: "a small dog"
 _CLAUSE = re.compile(r"[,.;:!?]+|\b(?:but|and|because|so|while|though|although)\b", re.I)
 
 SYSTEM_PROMPT = ("You read what a caller said on a phone call and fill in a form about the caller. Fill a field only "
@@ -126,8 +127,19 @@ def grounded(record: Mapping[str, str], heard: Sequence[str], rules: PreferenceR
         elif not any(all(_said(w, set(c)) for w in words) for c in owned):
             dropped[field] = "not stated as the caller's: " + " ".join(words)
         else:
-            kept[field] = " ".join(words)
+            kept[field] = " ".join(_with_modifier(words, [c for c in owned if all(_said(w, set(c)) for w in words)]))
     return kept, dropped
+
+
+def _with_modifier(words: list[str], clauses: Sequence[list[str]]) -> list[str]:
+    """``words`` (a kept value) with the one word the caller put between an article or "my" / "our" and it, in the
+    first of ``clauses`` (owned clauses holding every word) where that is so: "I have a small dog" keeps "small
+    dog" when the LLM wrote "dog" (the kind of thing the KB may price apart); "my plan is cigna" stays "cigna"."""
+    for c in clauses:
+        at = next((i for i, w in enumerate(c) if _said(words[0], {w})), None)
+        if at is not None and at >= 2 and c[at - 2] in _OPENS_PHRASE and c[at - 1] not in _FILLER | _FIRST_PERSON:
+            return [c[at - 1], *words]
+    return words
 
 
 def summarise(heard: Sequence[str], ask: Callable[[list[dict], dict], object],

@@ -202,6 +202,38 @@ def rrf_fuse(rankings: Sequence[Ranking], k: int = 60, weights: Sequence[float] 
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
+def min_max(ranking: Ranking) -> dict[int, float]:
+    """``{passage index: score}`` of a ranking rescaled to [0, 1] over its own items: (s - min) / (max - min), the
+    "MM" normalisation of Bruch, Gai & Ingber (ACM TOIS 2023); a ranking whose scores are all equal gives each item 1."""
+    if not ranking:
+        return {}
+    scores = [s for _, s in ranking]
+    low, span = min(scores), max(scores) - min(scores)
+    return {i: (s - low) / span if span > 0 else 1.0 for i, s in ranking}
+
+
+def weighted_sum(normalised: Sequence[Mapping[int, float]], weights: Sequence[float]) -> Ranking:
+    """sum_i w_i * normalised_i(d) over the union of candidates (a list that lacks d adds 0; weight-0 lists are left
+    out), best first, passage index ascending on ties."""
+    fused: dict[int, float] = {}
+    for scores, w in zip(normalised, weights):
+        if w > 0:
+            for i, s in scores.items():
+                fused[i] = fused.get(i, 0.0) + w * s
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def convex_fuse(rankings: Sequence[Ranking], weights: Sequence[float]) -> Ranking:
+    """The convex combination of min-max normalised scores (Bruch, Gai & Ingber, "An Analysis of Fusion Functions for
+    Hybrid Retrieval", ACM TOIS 2023): score(d) = sum_i w_i * `min_max`(ranking_i)(d), in [0, sum(w)]. Unlike RRF it
+    reads how far apart each retriever's scores are, so each list must carry its retriever's own scores (cosine,
+    BM25). Returns every candidate of every list as ``(index, fused score)``, best first. Raises ValueError when the
+    weights do not match the rankings."""
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(rankings)} rankings but {len(weights)} weights")
+    return weighted_sum([min_max(r) for r in rankings], weights)
+
+
 # A phone number or code: 3-digit groups joined by up to three of space, hyphen (or a Unicode dash), slash, dot or
 # brackets to a last group of 3 or more
 # digits ("555-0177", "(555) 0177", "800-555-0199", and "555 0177" as the rewrite writes a spoken one), or one run of

@@ -12,7 +12,7 @@ import itertools
 from typing import Hashable, Mapping, Sequence
 
 from rag.eval.metrics import evaluate_run, to_run
-from rag.retrieval.indexes import Ranking, rrf_fuse
+from rag.retrieval.indexes import Ranking, min_max, rrf_fuse, weighted_sum
 
 Rankings = Mapping[str, Ranking]  # query id -> ranking (passage index, score), best first
 
@@ -48,16 +48,6 @@ def fuse(lists: Sequence[Rankings], k: float, weights: Sequence[float], depth: i
     }
 
 
-def min_max(ranking: Ranking) -> dict[int, float]:
-    """``{passage index: score}`` of a ranking rescaled to [0, 1] over its own items: (s - min) / (max - min), the
-    "MM" normalisation of Bruch et al. 2023; a ranking whose scores are all equal gives each item 1."""
-    if not ranking:
-        return {}
-    scores = [s for _, s in ranking]
-    low, span = min(scores), max(scores) - min(scores)
-    return {i: (s - low) / span if span > 0 else 1.0 for i, s in ranking}
-
-
 def fuse_convex(lists: Sequence[Rankings], weights: Sequence[float], depth: int) -> dict[str, Ranking]:
     """Convex combination per query over ``lists`` (each query id -> ranking with its retriever's scores), cut to
     ``depth``: score(d) = sum_i w_i * mm_i(d), mm_i = `min_max` of list i (a list that lacks d adds 0); best first,
@@ -80,15 +70,7 @@ def _normalised(lists: Sequence[Rankings]) -> list[dict[str, dict[int, float]]]:
 def _weighted_sums(normalised: Sequence[Mapping[str, Mapping[int, float]]], weights: Sequence[float],
                    depth: int) -> dict[str, Ranking]:
     """`fuse_convex` over lists already normalised by `_normalised` (the grid search normalises once)."""
-    used = [(lst, w) for lst, w in zip(normalised, weights) if w > 0]
-    out = {}
-    for qid in normalised[0]:
-        fused: dict[int, float] = {}
-        for lst, w in used:
-            for i, s in lst.get(qid, {}).items():
-                fused[i] = fused.get(i, 0.0) + w * s
-        out[qid] = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:depth]
-    return out
+    return {qid: weighted_sum([lst.get(qid, {}) for lst in normalised], weights)[:depth] for qid in normalised[0]}
 
 
 def search_fusion(

@@ -15,12 +15,13 @@ import snowballstemmer
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
-from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, identifiers, promote_exact_hit,
-                                   promote_quoted, rrf_fuse, word_tokens)
+from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, convex_fuse, identifiers,
+                                   promote_exact_hit, promote_quoted, rrf_fuse, word_tokens)
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
 STEMMERS = ("none", "snowball")  # `HybridConfig.stemmer`
+FUSIONS = ("rrf", "convex")  # `HybridConfig.fusion`
 _SNOWBALL = snowballstemmer.stemmer("english")
 
 
@@ -38,6 +39,10 @@ class HybridConfig:
     bm25_engine: `rag.retrieval.indexes.BM25_ENGINES` (rank_bm25, or bm25s for large KBs).
     stemmer: `STEMMERS`: ``snowball`` reduces BM25's tokens to their Snowball English stems (Porter 2001, the
     ``snowballstemmer`` package: "shots" and "shot", "parking" and "park" match); ``none`` keeps them as written.
+    fusion: `FUSIONS`: how the hybrid modes join their lists: ``rrf`` (`rag.retrieval.indexes.rrf_fuse` at
+    ``weights`` / ``phonetic_weight`` and ``rrf_k``: ranks only) or ``convex``
+    (`rag.retrieval.indexes.convex_fuse` at ``convex_weights`` (dense, bm25, phonetic): each list's scores min-max
+    normalised over its top ``depth``, then a weighted sum; Bruch, Gai & Ingber 2023).
     """
 
     rrf_k: int = 60
@@ -53,8 +58,15 @@ class HybridConfig:
     hnsw: tuple[int, int, int] = (16, 80, 64)   # (m, ef_construction, ef_search) of `HNSWIndex`
     bm25_engine: str = "rank_bm25"
     stemmer: str = "none"
+    fusion: str = "rrf"
+    convex_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
 
     def __post_init__(self):
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"retrieval.fusion must be one of {FUSIONS}, got {self.fusion!r}")
+        if len(self.convex_weights) != 3 or any(not w >= 0 for w in self.convex_weights) or not any(self.convex_weights):
+            raise ValueError(f"retrieval.convex_weights must be 3 weights >= 0 (dense, bm25, phonetic), not all 0, "
+                             f"got {list(self.convex_weights)}")
         if self.stemmer not in STEMMERS:
             raise ValueError(f"stemmer must be one of {STEMMERS}, got {self.stemmer!r}")
         if self.index not in ("exact", "hnsw"):
@@ -160,12 +172,14 @@ class PassageIndex:
         ranking = self.ranking(query, mode, query_vector)[:k]
         return [(self.passages[i].id, s) for i, s in ranking]
 
-    def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None) -> Ranking:
-        """The full ranking of one mode (hybrid: RRF over each list's top ``depth``; hybrid_phonetic: the
-        same plus the phonetic list's top ``depth`` at ``phonetic_weight``; in both, a passage every lexical
-        list ranks first for a unique exact number of the query stays first, `rag.retrieval.indexes.promote_exact_hit`).
-        In every mode, the one passage naming a phone number or code the query quotes goes first
-        (`rag.retrieval.indexes.promote_quoted`: "what is 5550177" finds the passage saying "555-0177")."""
+    def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None,
+                fusion: str | None = None) -> Ranking:
+        """The full ranking of one mode (hybrid: the dense and BM25 lists' top ``depth`` fused; hybrid_phonetic: the
+        same plus the phonetic list's top ``depth``; fused as ``fusion`` says, default the config's
+        (`HybridConfig.fusion`); in both, a passage every lexical list ranks first for a unique exact number of the
+        query stays first, `rag.retrieval.indexes.promote_exact_hit`). In every mode, the one passage naming a phone
+        number or code the query quotes goes first (`rag.retrieval.indexes.promote_quoted`: "what is 5550177" finds
+        the passage saying "555-0177"). Scores: cosine (dense), BM25 (bm25), RRF or convex score (hybrid modes)."""
         if mode not in MODES:
             raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
         query = normalise_text(query)  # as the passages were (rag.retrieval.chunk): "ｆｌｕ ｓｈｏｔ" finds "flu shot"
@@ -180,12 +194,14 @@ class PassageIndex:
         else:
             c = self.config
             lists = [self.dense_ranking(query_vector, c.depth), self.bm25_ranking(query, c.depth)]
-            weights = list(c.weights)
             if mode == "hybrid_phonetic":
                 lists.append(self.phonetic_ranking(query, c.depth))
-                weights.append(c.phonetic_weight)
-            ranked = promote_exact_hit(rrf_fuse(lists, k=c.rrf_k, weights=weights), lists[1:], self.tokenize(query),
-                                       self.bm25.postings)
+            fusion = fusion or c.fusion
+            if fusion not in FUSIONS:
+                raise ValueError(f"unknown fusion {fusion!r}; expected one of {FUSIONS}")
+            fused = (convex_fuse(lists, c.convex_weights[:len(lists)]) if fusion == "convex" else
+                     rrf_fuse(lists, k=c.rrf_k, weights=[*c.weights, c.phonetic_weight][:len(lists)]))
+            ranked = promote_exact_hit(fused, lists[1:], self.tokenize(query), self.bm25.postings)
         quoted = identifiers(query)
         return promote_quoted(ranked, quoted, self.named_by) if quoted else ranked
 

@@ -57,8 +57,9 @@ def margin(index: PassageIndex, query: str, vector: np.ndarray) -> float:
 
 
 def hybrid(index: PassageIndex, query: str, vector: np.ndarray) -> float:
-    """Top-1 RRF score of the hybrid ranking (at most (w_dense + w_bm25) / (rrf_k + 1))."""
-    return float(index.ranking(query, "hybrid", vector)[0][1])
+    """Top-1 RRF score of the hybrid ranking (at most (w_dense + w_bm25) / (rrf_k + 1)); RRF whatever
+    ``retrieval.fusion`` ranks with, since the shipped gate was fitted on RRF scores."""
+    return float(index.ranking(query, "hybrid", vector, fusion="rrf")[0][1])
 
 
 def features(index: PassageIndex, texts: Mapping[str, str], vectors: Mapping[str, np.ndarray],

@@ -62,8 +62,9 @@ class AnswerSettings:
 
     @property
     def sentence_hybrid(self) -> HybridConfig:
-        """How `pick_sentence` ranks the retrieved sentences: ``hybrid`` with ``sentence_stemmer``."""
-        return replace(self.hybrid, stemmer=self.sentence_stemmer)
+        """How `pick_sentence` ranks the retrieved sentences: ``hybrid`` with ``sentence_stemmer``, fused by RRF
+        (``retrieval.fusion`` and its convex weights were chosen for passages, not sentences)."""
+        return replace(self.hybrid, stemmer=self.sentence_stemmer, fusion="rrf")
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
