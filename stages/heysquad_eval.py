@@ -30,20 +30,20 @@ def run():
     t0 = time.perf_counter()
     passages, queries, index = heysquad_index(p, "answerable")
     rules = config.rewrite_rules(p, index.passages)
-    half = article_split(passages, queries)
+    half, shipped = article_split(passages, queries), index.config
     matrix, by_half = {}, {}
     for source in SOURCES:
         spoken = as_transcripts(queries, source)
         forms = {"raw": raw_queries(spoken), "rewritten": rewrite_queries(spoken, rules)}
         matrix[source] = select(evaluate_matrix(index, queries, forms, ks=(1, 5, 10)), COLUMNS)
         for fusion in ("rrf", "convex"):
-            index.config = replace(index.config, fusion=fusion)
+            index.config = replace(shipped, fusion=fusion)
             by_half.setdefault(source, {})[fusion] = {part: select(evaluate_matrix(
                 index, [q for q in queries if half[q["id"]] == part],
                 {part: {i: t for i, t in forms["rewritten"].items() if half[i] == part}}, ("hybrid_phonetic",),
                 ks=(1, 3, 10)), ["recall@1", "recall@3", "mrr@10"])[part]["hybrid_phonetic"]
                 for part in ("train", "report")}
-    index.config = config.hybrid_config(p)
+        index.config = shipped
     penalty = {s: asr_penalty(matrix, s) for s in SPOKEN}
     write_json(ROOT / h["metrics_dir"] / "retrieval.json", {
         "passages": len(passages), "questions": len(queries), "sample_passages": h["sample_passages"],
