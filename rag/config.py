@@ -47,7 +47,7 @@ def weights(v, name: str, n: int | None = None) -> tuple[float, ...]:
           and all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in v)
           and max(v) > 0)
     if not ok:
-        raise ValueError(f"params.yaml: {name} must list {n or 'some'} weights >= 0, one of them above 0, got {v!r}")
+        raise ValueError(f"{name} must list {n or 'some'} weights >= 0, one of them above 0, got {v!r}")
     return tuple(float(x) for x in v)
 
 

@@ -51,6 +51,18 @@ def params() -> dict:
     return p
 
 
+def check_weight_grid(value, key: str) -> None:
+    """InputError naming params.yaml and ``key`` unless ``value`` lists fusion weights (`rag.config.weights`): a
+    stage checks its grid before any work."""
+    from rag import config
+    from rag.io import InputError
+
+    try:
+        config.weights(value, key)
+    except ValueError as e:
+        raise InputError(f"params.yaml: {e}") from None
+
+
 def voice_index(p: dict):
     """The clinic passages of chunks.jsonl with their embed.npy rows (and, with ``retrieval.index: hnsw``, the HNSW
     graph the ann_index stage saved)."""

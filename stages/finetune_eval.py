@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from common import ROOT, main, params
+from common import ROOT, check_weight_grid, main, params
 from rag import config
 from rag.bench.compare import markdown_table
 from rag.train.evaluate import convex_hybrid, report_half
@@ -88,7 +88,7 @@ def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
 def run():
     p = params()
     f = p["finetune"]
-    config.weights(f["convex_weight_grid"], "finetune.convex_weight_grid")  # before any work
+    check_weight_grid(f["convex_weight_grid"], "finetune.convex_weight_grid")
     path, shipped = committed(p, "finetune", "train.json")
     e5_path, e5_shipped = committed(p, "finetune_e5", "e5.json")
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])

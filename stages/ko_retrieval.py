@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import main, params
-from rag import config
+from common import check_weight_grid, main, params
 from rag.ko import tokenize as korean
 from rag.io import InputError, read_jsonl, write_json, write_text
 from rag.retrieval.learned_fusion import fuse, fuse_convex, search_fusion, weight_grid
@@ -54,6 +53,8 @@ def memo(tokenize):
 
 def run() -> None:
     p = params()["ko"]
+    for key in ("weight_grid", "convex_weight_grid"):  # before any work
+        check_weight_grid(p["learned"][key], f"ko.learned.{key}")
     t_start = time.perf_counter()
     data, out = Path(p["data_dir"]), Path(p["metrics_dir"])
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
@@ -118,8 +119,6 @@ def run() -> None:
 
     # ---- learned on train only: BM25 k1 x RRF k x weights
     lp = p["learned"]
-    for key in ("weight_grid", "convex_weight_grid"):
-        config.weights(lp[key], f"ko.learned.{key}")
     known = {*DENSE, *(f"bm25_{name}" for name in p["tokenizers"])}
     for name, members in {"ko.learned.retrievers": lp["retrievers"], **{f"ko.learned.compare.{n}": m
                                                                          for n, m in lp["compare"].items()},

@@ -47,3 +47,14 @@ def test_an_os_error_about_no_file_keeps_its_traceback():
 
     with pytest.raises(ConnectionRefusedError):
         common.main(stage)
+
+
+def test_a_bad_fusion_weight_grid_is_one_line_naming_its_key(capsys):
+    """stages ko_retrieval and finetune_eval check their grids with common.check_weight_grid before any work."""
+    common.check_weight_grid([0, 0.5, 1], "finetune.convex_weight_grid")  # a good grid passes
+    for bad in ([], [0, 0], [1, -1], "0 1", [True, 1]):
+        with pytest.raises(SystemExit) as e:
+            common.main(lambda: common.check_weight_grid(bad, "ko.learned.convex_weight_grid"))
+        assert e.value.code == 1
+        assert capsys.readouterr().err == ("error: params.yaml: ko.learned.convex_weight_grid must list some weights "
+                                           f">= 0, one of them above 0, got {bad!r}\n")
