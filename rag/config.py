@@ -17,6 +17,7 @@ from rag.voice.answer import AnswerSettings
 from rag.retrieval.chunk import Passage
 from rag.voice.followup import FollowUpRules
 from rag.voice.rewrite import RewriteRules, contrast_pairs
+from rag.retrieval.indexes import fusion_weights
 from rag.retrieval.search import HybridConfig
 from rag.voice.verify import VerifyRules, split_sentences
 
@@ -38,17 +39,6 @@ def number(p: Mapping, section: str, key: str, kind: type = float, above: float 
         raise ValueError(f"{section}.{key} must be a finite number "
                          f"{' and '.join(f'{sign} {bound}' for bound, sign, _ in limits)}, got {v!r}")
     return kind(v)
-
-
-def weights(v, name: str, n: int | None = None) -> tuple[float, ...]:
-    """``v`` as fusion weights: a non-empty list of finite numbers >= 0, one of them above 0, of length ``n`` when
-    given; ValueError naming ``name`` (the params key, e.g. ``retrieval.convex_weights``) otherwise."""
-    ok = (isinstance(v, list) and v and (n is None or len(v) == n)
-          and all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in v)
-          and max(v) > 0)
-    if not ok:
-        raise ValueError(f"{name} must list {n or 'some'} weights >= 0, one of them above 0, got {v!r}")
-    return tuple(float(x) for x in v)
 
 
 def words(p: Mapping, section: str, key: str) -> tuple[str, ...]:
@@ -176,7 +166,7 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         hnsw=(num("hnsw_m", int, at_least=2, at_most=256), num("hnsw_ef_construction", int, at_least=1),
                               num("hnsw_ef_search", int, at_least=1)),
                         bm25_engine=str(r["bm25_engine"]), fusion=str(r["fusion"]),
-                        convex_weights=weights(r["convex_weights"], "retrieval.convex_weights", 3))
+                        convex_weights=fusion_weights(r["convex_weights"], "retrieval.convex_weights", 3))
 
 
 def gate_retrieval(p: Mapping) -> dict:
@@ -217,6 +207,7 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
                           model=llm.get("model") or None, hybrid=hybrid_config(p),
                           min_sentence_cosine=number(p, "answer", "min_sentence_cosine"),
                           sentence_stemmer=text(p, "answer", "sentence_stemmer"),
+                          sentence_fusion=text(p, "answer", "sentence_fusion"),
                           deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"))
 
 

@@ -52,13 +52,13 @@ def params() -> dict:
 
 
 def check_weight_grid(value, key: str) -> None:
-    """InputError naming params.yaml and ``key`` unless ``value`` lists fusion weights (`rag.config.weights`): a
-    stage checks its grid before any work."""
-    from rag import config
+    """InputError naming params.yaml and ``key`` unless ``value`` lists fusion weights
+    (`rag.retrieval.indexes.fusion_weights`): a stage checks its grid before any work."""
     from rag.io import InputError
+    from rag.retrieval.indexes import fusion_weights
 
     try:
-        config.weights(value, key)
+        fusion_weights(value, key)
     except ValueError as e:
         raise InputError(f"params.yaml: {e}") from None
 

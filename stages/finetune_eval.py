@@ -7,7 +7,7 @@ Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / ma
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
 rewritten). Modes dense and hybrid_phonetic; on HeySQuAD also hybrid_phonetic's lists fused by the convex combination of
 min-max scores, weights chosen on the train half (``finetune.convex_weight_grid``, `rag.train.evaluate.convex_hybrid`),
-for the packaged MiniLM and the fine-tuned e5. Also one query's embedding time (ms, p50 / p95 over the clinic
+for the packaged MiniLM and the fine-tuned e5, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
 questions, the models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import json
@@ -18,6 +18,7 @@ from pathlib import Path
 from common import ROOT, check_weight_grid, main, params
 from rag import config
 from rag.bench.compare import markdown_table
+from rag.bench.heysquad import as_passages, read_prepared
 from rag.train.evaluate import convex_hybrid, report_half
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
 from rag.io import InputError, sha256_of, write_json, write_text
@@ -105,10 +106,13 @@ def run():
         results["sets"][name] = {"heysquad_report": report_half(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p),
                                                                 e, passage_embedder=pe),
                                  **kb_metrics(p, e, pe)}
-    results["convex_hybrid"] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p),
-                                                    embedders[name], passage_side.get(name, embedders[name]),
-                                                    f["convex_weight_grid"])
-                                for name in ("packaged", "e5_finetuned")}
+    rules = config.rewrite_rules(p, as_passages(read_prepared(ROOT / p["heysquad"]["data_dir"])[0]))
+    for key, texts_of in (("convex_hybrid", raw_queries),
+                          ("convex_hybrid_rewritten", lambda qs: rewrite_queries(qs, rules))):
+        results[key] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders[name],
+                                            passage_side.get(name, embedders[name]), f["convex_weight_grid"],
+                                            texts_of=texts_of)
+                        for name in ("packaged", "e5_finetuned")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = query_ms(embedders, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -128,10 +132,11 @@ def markdown(r) -> str:
     rows = [[name, form, mode, *(x["mrr@10"] for x in xs), *(x["recall@1"] for x in xs)] for name, form, mode, xs in cells]
     ms = r["query_embed_ms"]
     fusions = ("rrf", "rrf_tuned", "convex")
-    convex = [[NAMES[n], c["weights"]["rrf_tuned"], c["weights"]["convex"],
+    convex = [[NAMES[n], questions, c["weights"]["rrf_tuned"], c["weights"]["convex"],
                " / ".join(str(c["train_mrr@10"][f]) for f in fusions),
                *(" / ".join(str(c["report_mrr@10"][form][f]) for f in fusions) for form in ("typed", "human", "machine"))]
-              for n, c in r["convex_hybrid"].items()]
+              for key, questions in (("convex_hybrid", "raw"), ("convex_hybrid_rewritten", "rewritten"))
+              for n, c in r[key].items()]
     return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
             f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}). Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run, interleaved).\n\n"
@@ -139,8 +144,8 @@ def markdown(r) -> str:
                               *(f"R@1 {label}" for label in NAMES.values())], rows)
             + "\n\nhybrid_phonetic's lists fused by RRF as configured / RRF with tuned weights / the convex combination of "
               "min-max scores; weights (dense, BM25, phonetic) chosen from the same grid on the train half's human-ASR "
-              "questions by MRR@10; HeySQuAD, raw transcripts, MRR@10:\n\n"
-            + markdown_table(["dense", "RRF tuned weights", "convex weights", "train human", "report typed",
+              "questions by MRR@10; HeySQuAD, raw transcripts and as the voice chain rewrites them, MRR@10:\n\n"
+            + markdown_table(["dense", "questions", "RRF tuned weights", "convex weights", "train human", "report typed",
                               "report human", "report machine"], convex))
 
 

@@ -6,9 +6,12 @@ gold answer spans (`rag.bench.heysquad.sentence_picks`). Two settings: ``gold`` 
 pick alone) and ``retrieved`` (the top ``retrieval.k`` passages in ``retrieval.mode``: what the voice
 pipeline reads). Sentence rankings compared: ``heysquad.pick_modes``. For the configured mode and the
 retrieved setting, the picks said at each ``heysquad.pick_min_cosine`` (`rag.bench.heysquad.selective_accuracy`):
-the evidence for ``answer.min_sentence_cosine``. Writes ``{heysquad.metrics_dir}``/answer.json and answer.md.
+the evidence for ``answer.min_sentence_cosine``. Also the retrieved setting's pick hit per half by article (even:
+the half that chooses, odd: the half that reports) for each sentence fusion (``answer.sentence_fusion``: RRF or the
+convex combination, `rag.retrieval.search.FUSIONS`). Writes ``{heysquad.metrics_dir}``/answer.json and answer.md.
 """
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -17,10 +20,10 @@ from rag import config
 from rag.voice.answer import retrieve
 from rag.bench.compare import markdown_table
 from rag.eval.evaluate import embed_texts
-from rag.bench.heysquad import SOURCES, as_transcripts, selective_accuracy, sentence_picks
+from rag.bench.heysquad import SOURCES, article_split, as_transcripts, selective_accuracy, sentence_picks
 from rag.io import InputError, write_json, write_text
 from rag.voice.queries import rewrite_queries
-from rag.retrieval.search import MODES
+from rag.retrieval.search import FUSIONS, MODES
 from rag.retrieval.sentences import SentenceIndex
 
 
@@ -48,7 +51,8 @@ def run():
     hybrid = settings.sentence_hybrid  # how the extractive pick ranks sentences (answer.sentence_stemmer)
     modes, grid = checked_grid(h, settings)
     sentences = SentenceIndex.build({r["_id"]: r["text"] for r in passages})
-    accuracy, selective = {}, {}
+    accuracy, selective, by_fusion = {}, {}, {}
+    half = {q: "even" if part == "train" else "odd" for q, part in article_split(passages, queries).items()}
     for source in SOURCES:
         texts = rewrite_queries(as_transcripts(queries, source), config.rewrite_rules(p, index.passages))
         vectors = embed_texts(texts)
@@ -63,10 +67,17 @@ def run():
                                                    for key in ("hit", "ceiling", "typed")}
                 if setting == "retrieved" and mode == settings.mode:
                     selective[source] = {f"{t:.2f}": selective_accuracy(picks, t) for t in grid}
+        by_fusion[source] = {}
+        for fusion in FUSIONS:
+            picks = sentence_picks(queries, texts, vectors, docs["retrieved"], sentences, rules, settings.mode,
+                                   replace(hybrid, fusion=fusion))
+            by_fusion[source][fusion] = {h: round(float(np.mean([r["hit"] for r in picks if half[r["id"]] == h])), 6)
+                                         for h in ("even", "odd")}
     write_json(ROOT / h["metrics_dir"] / "answer.json", {
         "questions": len(queries), "sentences": len(sentences.rows),
         "retrieval": {"mode": settings.mode, "k": settings.k}, "min_sentence_cosine": settings.min_sentence_cosine,
-        "accuracy": accuracy, "selective": selective})
+        "accuracy": accuracy, "selective": selective, "sentence_fusion": settings.sentence_fusion,
+        "sentence_fusion_by_half": by_fusion})
     rows = [[source, setting, mode, m["hit"], m["ceiling"], m["typed"]]
             for source, by_setting in accuracy.items() for setting, by_mode in by_setting.items()
             for mode, m in by_mode.items()]
@@ -81,7 +92,12 @@ def run():
                + markdown_table(["questions", "passages", "sentence ranking", "hit", "ceiling", "typed"], rows)
                + f"\nSaying only picks with cosine >= min (retrieved passages, {settings.mode} ranking):\n\n"
                + markdown_table(["questions", "min cosine", "said", "hit of said", "hit of refused", "wrong said",
-                                 "right refused"], sel_rows))
+                                 "right refused"], sel_rows)
+               + f"\nPick hit per half by article (even chooses, odd reports), retrieved passages, {settings.mode} "
+                 f"sentence ranking fused by each `answer.sentence_fusion` (shipped: {settings.sentence_fusion}):\n\n"
+               + markdown_table(["questions", *(f"{f} {h}" for f in FUSIONS for h in ("even", "odd"))],
+                                [[source, *(by_f[f][h] for f in FUSIONS for h in ("even", "odd"))]
+                                 for source, by_f in by_fusion.items()]))
     print(f"heysquad_answer: {len(queries)} questions, {len(sentences.rows)} sentences, {time.perf_counter() - t0:.1f} s")
 
 

@@ -122,6 +122,7 @@ def test_bad_param_value(small_kb, tmp_path, capsys, params):
     ("answer", "min_sentence_cosine", "high", "answer.min_sentence_cosine must be a number, got 'high'"),
     ("answer", "sentence_stemmer", "porter", "answer.sentence_stemmer must be one of ('none', 'snowball'), got 'porter'"),
     ("answer", "sentence_stemmer", None, "answer.sentence_stemmer must be a non-empty string, got None"),
+    ("answer", "sentence_fusion", "max", "answer.sentence_fusion must be one of ('rrf', 'convex'), got 'max'"),
     ("verify", "min_coverage", None, "verify.min_coverage must be a number, got None"),
     ("select", "judge", "gpt", "select.judge must be one of ('rules', 'linear', 'mlp', 'listwise', 'cross'), got 'gpt'"),
     ("select", "design", "best", "select.design must be one of ('rules', 'linear', 'mlp', 'listwise', 'cross'), got 'best'"),

@@ -260,3 +260,31 @@ def test_compare_fusions_chooses_weights_on_the_train_part_only_and_scores_the_r
     # the report question wants B: weights chosen there would score 1.0; chosen on train they score 1/3, and RRF at
     # 1/1 ties p0 and p2 (1/2 + 1/4 each), the tie to the lower index, so p2 is second
     assert out["report_mrr@10"] == {"human": {"rrf": 0.5, "rrf_tuned": 0.3333, "convex": 0.3333}}
+
+
+def test_convex_hybrid_searches_each_form_as_texts_of_makes_it(tmp_path):
+    """`rag.train.evaluate.convex_hybrid` searches what ``texts_of`` gives (finetune_eval: the raw transcripts, and the
+    voice chain's rewrite): the report question "report" heard as "re port" finds nothing lexically until the
+    rewrite joins it again; the dense side (a constant vector) cannot tell the passages apart."""
+    from rag.io import write_jsonl
+    from rag.retrieval.search import HybridConfig
+    from rag.train.evaluate import convex_hybrid
+
+    class Flat:  # every text the same unit vector: the dense list ties, the lexical lists decide
+        def embed(self, texts):
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    heard = [{**q, "human": "re port" if q["id"] == "b" else q["human"]} for q in QUERIES]
+    write_jsonl(tmp_path / "passages.jsonl", PASSAGES)
+    write_jsonl(tmp_path / "queries.jsonl", heard)
+    seen = []
+
+    def rejoined(qs):
+        seen.append(len(qs))
+        return {q["id"]: q["asr"].replace("re port", "report") for q in qs}
+
+    args = (tmp_path, HybridConfig(rrf_k=10, depth=4, phonetic_ngram=0), Flat(), Flat(), [0.0, 1.0])
+    raw, rewritten = convex_hybrid(*args), convex_hybrid(*args, texts_of=rejoined)
+    assert seen == [3, 3, 3]  # typed, human, machine: every question of each form
+    assert rewritten["report_mrr@10"]["human"]["convex"] == 1.0
+    assert raw["report_mrr@10"]["human"]["convex"] < 1.0

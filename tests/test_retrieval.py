@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rag import config
-from rag.retrieval.indexes import BM25Index, convex_fuse, promote_exact_hit, promote_quoted, rrf_fuse
+from rag.retrieval.indexes import BM25Index, convex_fuse, fusion_weights, promote_exact_hit, promote_quoted, rrf_fuse
 from rag.voice import abstain
 from rag.retrieval.search import HybridConfig, PassageIndex
 from rag.retrieval.chunk import Passage
@@ -102,7 +102,9 @@ def test_fusion_settings_are_checked_naming_the_params_key():
     with pytest.raises(ValueError, match="retrieval.fusion must be one of"):
         config.hybrid_config({"retrieval": {**retrieval, "fusion": "max"}})
     with pytest.raises(ValueError, match=r"ko.learned.weight_grid must list some weights"):
-        config.weights([], "ko.learned.weight_grid")
+        fusion_weights([], "ko.learned.weight_grid")
+    with pytest.raises(ValueError, match=r"retrieval.convex_weights \(dense, bm25, phonetic\) must list 3 weights"):
+        HybridConfig(convex_weights=(1.0, float("inf"), 1.0))
 
 
 def test_convex_fusion_reads_score_gaps_that_rrf_throws_away():

@@ -381,3 +381,28 @@ def test_a_scorer_fitted_on_another_e5_than_params_names_is_refused(tmp_path):
     assert selection.load_scorer("mlp", tmp_path / "old", e5_model="e5-small.onnx").e5_model is None
     with pytest.raises(InputError, match="e5-small.onnx"):
         selection.load_scorer("mlp", tmp_path / "old", e5_model="e5-heysquad-asr.onnx")
+
+
+def test_a_convex_sentence_ranking_reads_the_dense_gap_that_rrf_drops(params):
+    """The vet KB's hours and grooming sentences, ranked for "are you open on sundays" (tables off, as on a new KB).
+    BM25 and the phonetic list rank the short "We do not groom on Sunday." first ("sunday" is rare, the sentence short);
+    RRF sees only those ranks, so it wins. MiniLM puts the Sunday-hours sentence far ahead (cosine 0.68 vs 0.35), and
+    the convex combination (`answer.sentence_fusion: convex`) reads that gap. RRF stays the default (README)."""
+    from dataclasses import replace
+
+    from rag.retrieval.embed import get_embedder
+    from rag.voice.answer import AnswerSettings, pick_sentence
+
+    kb = load_kb(ROOT / "fixtures" / "transfer" / "kb")
+    index = SentenceIndex.build({d: kb[d] for d in ("vet-hours", "vet-grooming")})
+    sentences, vectors = [s for _, _, s in index.rows], index.vectors
+    settings = config.answer_settings(params, 0.0)
+    query = "are you open on sundays"
+    v = get_embedder().embed_one(query)
+    said = {f: sentences[pick_sentence(query, v, sentences, vectors, mode=settings.mode,
+                                       hybrid=replace(settings, sentence_fusion=f).sentence_hybrid)]
+            for f in ("rrf", "convex")}
+    assert said == {"rrf": "We do not groom on Sunday.",
+                    "convex": "On Sunday we are open from 10 a.m. to 2 p.m. for urgent visits only."}
+    with pytest.raises(ValueError, match="answer.sentence_fusion must be one of"):
+        AnswerSettings(sentence_fusion="max")

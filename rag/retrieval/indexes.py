@@ -6,6 +6,7 @@ by the lower passage index, so every run is reproducible.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
@@ -221,6 +222,18 @@ def weighted_sum(normalised: Sequence[Mapping[int, float]], weights: Sequence[fl
             for i, s in scores.items():
                 fused[i] = fused.get(i, 0.0) + w * s
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def fusion_weights(v, name: str, n: int | None = None) -> tuple[float, ...]:
+    """``v`` as fusion weights (`rrf_fuse`, `convex_fuse`): a non-empty list or tuple of finite numbers >= 0, one of
+    them above 0, of length ``n`` when given, as floats; ValueError naming ``name`` (the params key, e.g.
+    ``retrieval.convex_weights``) otherwise."""
+    ok = (isinstance(v, (list, tuple)) and v and (n is None or len(v) == n)
+          and all(not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and x >= 0 for x in v)
+          and max(v) > 0)
+    if not ok:
+        raise ValueError(f"{name} must list {n or 'some'} weights >= 0, one of them above 0, got {v!r}")
+    return tuple(float(x) for x in v)
 
 
 def convex_fuse(rankings: Sequence[Ranking], weights: Sequence[float]) -> Ranking:

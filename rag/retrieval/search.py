@@ -15,8 +15,8 @@ import snowballstemmer
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
-from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, convex_fuse, identifiers,
-                                   promote_exact_hit, promote_quoted, rrf_fuse, word_tokens)
+from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, convex_fuse, fusion_weights,
+                                   identifiers, promote_exact_hit, promote_quoted, rrf_fuse, word_tokens)
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
@@ -64,9 +64,7 @@ class HybridConfig:
     def __post_init__(self):
         if self.fusion not in FUSIONS:
             raise ValueError(f"retrieval.fusion must be one of {FUSIONS}, got {self.fusion!r}")
-        if len(self.convex_weights) != 3 or any(not w >= 0 for w in self.convex_weights) or not any(self.convex_weights):
-            raise ValueError(f"retrieval.convex_weights must be 3 weights >= 0 (dense, bm25, phonetic), not all 0, "
-                             f"got {list(self.convex_weights)}")
+        fusion_weights(self.convex_weights, "retrieval.convex_weights (dense, bm25, phonetic)", 3)
         if self.stemmer not in STEMMERS:
             raise ValueError(f"stemmer must be one of {STEMMERS}, got {self.stemmer!r}")
         if self.index not in ("exact", "hnsw"):

@@ -36,9 +36,11 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
 
 
 def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_embedder, grid: Sequence[float],
-                  choose_form: str = "human") -> dict:
-    """hybrid_phonetic's three lists on HeySQuAD (dense, BM25 and phonetic BM25, each its top ``config.depth``; raw
-    transcripts after `rag.io.normalise_text`, embedded so too; all 311 paragraphs searched), fused by RRF and by the
+                  choose_form: str = "human", texts_of: Callable[[list[dict]], dict[str, str]] = raw_queries) -> dict:
+    """hybrid_phonetic's three lists on HeySQuAD (dense, BM25 and phonetic BM25, each its top ``config.depth``; each
+    form's questions as ``texts_of`` makes them (``{id: text}``: the raw transcripts, `rag.voice.queries.raw_queries`,
+    or the voice chain's rewrite, `rag.voice.queries.rewrite_queries`), after `rag.io.normalise_text`, embedded so
+    too; all 311 paragraphs searched), fused by RRF and by the
     convex combination of min-max scores, compared by `compare_fusions` (weights chosen on the train half's
     ``choose_form`` questions, scored on the report half). Neither fusion applies `PassageIndex.ranking`'s promotions
     (`promote_exact_hit`, `promote_quoted`); RRF here matches `report_half`'s hybrid_phonetic to 4 places on HeySQuAD.
@@ -53,7 +55,7 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
     index = PassageIndex(as_passages(passages), passage_embedder.embed([r["text"] for r in passages]), config)
     lists = {}
     for source in SOURCES:
-        texts = {i: normalise_text(t) for i, t in raw_queries(as_transcripts(queries, source)).items()}
+        texts = {i: normalise_text(t) for i, t in texts_of(as_transcripts(queries, source)).items()}
         ids = sorted(texts)
         vectors = embedder.embed([texts[i] for i in ids])
         per_query = {i: (index.dense_ranking(v, config.depth), index.bm25_ranking(texts[i], config.depth),

@@ -14,7 +14,7 @@ import numpy as np
 
 from rag.llm.client import LLMReply, answer_schema, ask, build_messages
 from rag.retrieval.chunk import Passage
-from rag.retrieval.search import MODES, STEMMERS, HybridConfig, PassageIndex
+from rag.retrieval.search import FUSIONS, MODES, STEMMERS, HybridConfig, PassageIndex
 from rag.voice.selection import AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
 from rag.retrieval.indexes import identifiers, same_number
@@ -41,6 +41,7 @@ class AnswerSettings:
     model: str | None = None
     hybrid: HybridConfig = field(default_factory=HybridConfig)  # ranks passages, and sentences for `extractive`
     sentence_stemmer: str = "none"  # the BM25 stemmer of the sentence ranking (`sentence_hybrid`): none | snowball
+    sentence_fusion: str = "rrf"    # how the sentence ranking joins its lists (`sentence_hybrid`): `FUSIONS`
     min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
     deadline_s: float = 0.0         # the whole turn's budget (0: none, only timeout_s bounds the LLM call)
     reserve_s: float = 0.0          # of it, kept for what follows the LLM call (verify, the extractive pick)
@@ -59,12 +60,15 @@ class AnswerSettings:
             raise ValueError(f"answer.mode must be free or choose, got {self.answer_mode!r}")
         if self.sentence_stemmer not in STEMMERS:
             raise ValueError(f"answer.sentence_stemmer must be one of {STEMMERS}, got {self.sentence_stemmer!r}")
+        if self.sentence_fusion not in FUSIONS:
+            raise ValueError(f"answer.sentence_fusion must be one of {FUSIONS}, got {self.sentence_fusion!r}")
 
     @property
     def sentence_hybrid(self) -> HybridConfig:
-        """How `pick_sentence` ranks the retrieved sentences: ``hybrid`` with ``sentence_stemmer``, fused by RRF
-        (``retrieval.fusion`` and its convex weights were chosen for passages, not sentences)."""
-        return replace(self.hybrid, stemmer=self.sentence_stemmer, fusion="rrf")
+        """How `pick_sentence` ranks the retrieved sentences: ``hybrid`` with ``sentence_stemmer``, fused as
+        ``sentence_fusion`` says (``retrieval.fusion`` is the passages'; a convex sentence ranking uses
+        ``hybrid.convex_weights``)."""
+        return replace(self.hybrid, stemmer=self.sentence_stemmer, fusion=self.sentence_fusion)
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
