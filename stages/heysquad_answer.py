@@ -67,10 +67,11 @@ def run():
                                                    for key in ("hit", "ceiling", "typed")}
                 if setting == "retrieved" and mode == settings.mode:
                     selective[source] = {f"{t:.2f}": selective_accuracy(picks, t) for t in grid}
+                    shipped = picks
         by_fusion[source] = {}
-        for fusion in FUSIONS:
-            picks = sentence_picks(queries, texts, vectors, docs["retrieved"], sentences, rules, settings.mode,
-                                   replace(hybrid, fusion=fusion))
+        for fusion in FUSIONS:  # the shipped fusion's picks are the ones just scored
+            picks = shipped if fusion == hybrid.fusion else sentence_picks(
+                queries, texts, vectors, docs["retrieved"], sentences, rules, settings.mode, replace(hybrid, fusion=fusion))
             by_fusion[source][fusion] = {h: round(float(np.mean([r["hit"] for r in picks if half[r["id"]] == h])), 6)
                                          for h in ("even", "odd")}
     write_json(ROOT / h["metrics_dir"] / "answer.json", {
