@@ -80,7 +80,7 @@ def run():
     out["chosen"], out["judge"] = s["design"], s["judge"]
     write_json(VOICE_METRICS / "selection.json", out)
     sweep_rows = [[d, t, *(f"{r[n]['factual_accuracy']:.3f} / {r[n]['grounded_wrong_said']} / {r[n]['answerable_refused']}"
-                           for n in ("clinic", "vet_clean", "vet_noisy")),
+                           for n in ("clinic", "dental", "vet_clean", "vet_noisy")),
                    *(f"{r[n]['refusal_recall']:.3f}" for n in runs if n.startswith("near_miss"))]
                   for d, by_t in sweep.items() for t, r in by_t.items()]
     cols = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refused", "n_llm")
@@ -90,7 +90,7 @@ def run():
                   for n, r in by_set.items()]
     write_text(VOICE_METRICS / "selection.md",
                "Answer selection per design (LLM off unless named; vet and HeySQuAD never tuned on; tables off on "
-               "the vet KB)\n\n" + markdown_table(["design", "set", "factual accuracy", "grounded wrong said",
+               "the dental and vet KBs)\n\n" + markdown_table(["design", "set", "factual accuracy", "grounded wrong said",
                                                    "answerable refused", "near miss refused", "LLM answers said"],
                                                   rows)
                + f"\nThe rules pick with the LLM on, each design as `select.judge` (rules: the verifier alone; shipped: "
@@ -102,7 +102,7 @@ def run():
                                 [[d, *out[d]["heysquad_report_half"].values()] for d in selection.DESIGNS])
                + "\nEvery min_score of `select.min_score_grid` (accuracy / grounded wrong said / answerable refused; "
                  "near misses refused):\n\n"
-               + markdown_table(["design", "min_score", "clinic", "vet clean", "vet noisy",
+               + markdown_table(["design", "min_score", "clinic", "dental", "vet clean", "vet noisy",
                                  *(n.removeprefix("near_miss_") for n in runs if n.startswith("near_miss"))], sweep_rows))
     print(open(VOICE_METRICS / "selection.md").read())
     print(f"selection: {time.perf_counter() - t0:.0f} s")

@@ -4,15 +4,19 @@ from common import GATE_PATH, ROOT, tables_off
 
 def set_sources(p: dict) -> dict:
     """``{set name: (kb name, its params, questions file, typed)}`` of every set of stage selection: the clinic
-    fixture (its tables on), the held-out vet KB clean and noisy (tables off, `tables_off`) and the near-miss sets
-    (``select.near_miss``; ``typed``: the words as said, ``spoken``, stand for what the recogniser heard)."""
+    fixture (its tables on), the second choose KB (``select.dental``: Harbor Dental, tables off, `tables_off`), the
+    held-out vet KB clean and noisy (tables off) and the near-miss sets (``select.near_miss``; ``typed``: the words
+    as said, ``spoken``, stand for what the recogniser heard)."""
     a, s = p["abstain"], p["select"]
     return {
         "clinic": ("clinic", p, ROOT / p["voice"]["queries"], False),
+        "dental": ("dental", tables_off(p), ROOT / s["dental"]["queries"], False),
         "vet_clean": ("vet", tables_off(p), ROOT / a["transfer_queries"]["clean"], False),
         "vet_noisy": ("vet", tables_off(p), ROOT / a["transfer_queries"]["noisy"], False),
         "near_miss_clinic_typed": ("clinic", p, ROOT / s["near_miss"]["clinic"], True),
         "near_miss_clinic_asr": ("clinic", p, ROOT / s["near_miss"]["clinic"], False),
+        "near_miss_dental_typed": ("dental", tables_off(p), ROOT / s["near_miss"]["dental"], True),
+        "near_miss_dental_asr": ("dental", tables_off(p), ROOT / s["near_miss"]["dental"], False),
         "near_miss_vet_typed": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_clean"], True),
         "near_miss_vet_clean": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_clean"], False),
         "near_miss_vet_noisy": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_noisy"], False),
@@ -22,7 +26,8 @@ def set_sources(p: dict) -> dict:
 def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> tuple[dict, dict, dict]:
     """The sets of stage selection and their answer rows (`rag.voice.pipeline.step_answer`, LLM at ``url``; None:
     down), the shipped gate (models/gate.json) applied unchanged. Returns ``(kbs, sets, answers)``: ``kbs`` is
-    ``{"clinic" | "vet": (PassageIndex, {doc: text})}`` (``voice.kb``, ``abstain.transfer_kb``; quarantined
+    ``{"clinic" | "dental" | "vet": (PassageIndex, {doc: text})}`` (``voice.kb``, ``select.dental.kb``,
+    ``abstain.transfer_kb``; quarantined
     paragraphs left out), ``sets`` ``{name: (kb, params, queries)}``, ``answers`` ``{name: rows}`` for every set
     not in ``skip``.
 
@@ -38,7 +43,8 @@ def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> t
 
     gate = Gate.load(GATE_PATH)
     kbs = {n: (PassageIndex.from_folder(ROOT / kb, config.hybrid_config(p), allowed(p)), load_kb(ROOT / kb, allowed(p)))
-           for n, kb in (("clinic", p["voice"]["kb"]), ("vet", p["abstain"]["transfer_kb"]))}
+           for n, kb in (("clinic", p["voice"]["kb"]), ("dental", p["select"]["dental"]["kb"]),
+                        ("vet", p["abstain"]["transfer_kb"]))}
     sets = {name: (kb, q_p, [{**q, "asr": q["spoken"]} if typed else q for q in load_queries(path)])
             for name, (kb, q_p, path, typed) in set_sources(p).items()}
     answers = {}

@@ -15,6 +15,8 @@ JOBS = [  # (questions, output, noisy: pink noise at params.yaml transcribe.nois
     ("fixtures/voice/near_miss.jsonl", "fixtures/voice/near_miss_queries.jsonl", False),
     ("fixtures/transfer/near_miss.jsonl", "fixtures/transfer/near_miss_queries_clean.jsonl", False),
     ("fixtures/transfer/near_miss.jsonl", "fixtures/transfer/near_miss_queries_noisy.jsonl", True),
+    ("fixtures/dental/questions.jsonl", "fixtures/dental/queries.jsonl", False),
+    ("fixtures/dental/near_miss.jsonl", "fixtures/dental/near_miss_queries.jsonl", False),
 ]
 
 
