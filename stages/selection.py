@@ -24,6 +24,21 @@ from rag.voice.pipeline import step_final
 from rag.retrieval.sentences import SentenceIndex
 
 KEYS = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refusal_recall", "unsupported_said")
+# The recogniser forms of the two choose KBs (clinic, Harbor Dental), where a learned design's min_score is chosen
+# from the grid; the vet sets only report (rule written 2026-12-05 before the dental KB's first run, README)
+CHOOSE_SETS = ("clinic", "near_miss_clinic_asr", "dental", "near_miss_dental_asr")
+REPORT_SETS = ("vet_clean", "vet_noisy", "near_miss_vet_typed", "near_miss_vet_clean", "near_miss_vet_noisy")
+
+
+def choose_utility(by_set: dict, runs: dict) -> int:
+    """Right answers said - grounded-but-wrong sentences said - near misses said, summed over CHOOSE_SETS;
+    ``by_set``: ``{set: what is said}`` (`run`'s rows), ``runs``: ``{set: (kb, params, queries)}``."""
+    u = 0
+    for name in CHOOSE_SETS:
+        r, qs = by_set[name], runs[name][2]
+        u += (-r["said"] if name.startswith("near_miss") else
+              round(r["factual_accuracy"] * sum(q["answerable"] for q in qs)) - r["grounded_wrong_said"])
+    return u
 
 
 def llm_answers(sets: dict) -> dict:
@@ -57,7 +72,7 @@ def run():
     judges = {d: answer_scorer(p, d) for d in selection.DESIGNS}
     # the rules pick with the LLM on, each design as select.judge (rules: the verifier alone)
     by_judge = {j: {name: said(llm[name], name, None, judges[j]) for name in runs} for j in selection.DESIGNS}
-    out, sweep = {"rules_llm_on_by_judge": by_judge}, {}
+    out, sweep = {"rules_llm_on_by_judge": by_judge, "min_score_on_choose_kbs": {}}, {}
     for design in selection.DESIGNS:
         scorer = judges[design]
         res = {name: said(answers[name], name, scorer) for name in runs}
@@ -69,9 +84,15 @@ def run():
             shipped, sweep[design] = scorer.min_score, {}
             for t in s["min_score_grid"]:
                 scorer.min_score = float(t)
-                sweep[design][f"{t:.2f}"] = {name: step_final(answers[name], qs, docs[kb], q_p, tau, sentences[kb],
-                                                              scorer)[1] for name, (kb, q_p, qs) in runs.items()}
+                sweep[design][f"{t:.2f}"] = {name: said(answers[name], name, scorer) for name in runs}
             scorer.min_score = shipped
+            u = {t: choose_utility(r, runs) for t, r in sweep[design].items()}
+            best = max(u, key=lambda t: (u[t], -float(t)))  # ties: the lower min_score
+            out["min_score_on_choose_kbs"][design] = {
+                "shipped": shipped, "shipped_utility": choose_utility(res, runs), "chosen": float(best),
+                "utility": u[best], "utility_by_min_score": u,
+                "report_shipped": {n: res[n] for n in REPORT_SETS},
+                "report_chosen": {n: sweep[design][best][n] for n in REPORT_SETS}}
     hs = json.loads((ROOT / p["heysquad"]["metrics_dir"] / "selection.json").read_text())
     cross = json.loads((ROOT / s["model_dir"] / "selection-cross.json").read_text())["heysquad_report_half"]
     for design in selection.DESIGNS:
@@ -81,7 +102,7 @@ def run():
     write_json(VOICE_METRICS / "selection.json", out)
     sweep_rows = [[d, t, *(f"{r[n]['factual_accuracy']:.3f} / {r[n]['grounded_wrong_said']} / {r[n]['answerable_refused']}"
                            for n in ("clinic", "dental", "vet_clean", "vet_noisy")),
-                   *(f"{r[n]['refusal_recall']:.3f}" for n in runs if n.startswith("near_miss"))]
+                   *(f"{r[n]['refused']:.3f}" for n in runs if n.startswith("near_miss"))]
                   for d, by_t in sweep.items() for t, r in by_t.items()]
     cols = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refused", "n_llm")
     rows = [[d, n, *(r.get(k, "") for k in cols)]
@@ -103,7 +124,19 @@ def run():
                + "\nEvery min_score of `select.min_score_grid` (accuracy / grounded wrong said / answerable refused; "
                  "near misses refused):\n\n"
                + markdown_table(["design", "min_score", "clinic", "dental", "vet clean", "vet noisy",
-                                 *(n.removeprefix("near_miss_") for n in runs if n.startswith("near_miss"))], sweep_rows))
+                                 *(n.removeprefix("near_miss_") for n in runs if n.startswith("near_miss"))], sweep_rows)
+               + "\nEach learned design's min_score chosen from the grid on the two choose KBs' recogniser sets "
+                 f"({', '.join(CHOOSE_SETS)}; utility: right said - grounded wrong said - near misses said; ties: the "
+                 "lower value), and the vet sets at it (report only):\n\n"
+               + markdown_table(["design", "min_score", "choose utility", "vet clean", "vet noisy",
+                                 "vet near misses refused typed / clean / noisy"],
+                                [[d, f"{c[v]:.3f} ({v})", c[u],
+                                  *(f"{c[k][n]['factual_accuracy']:.3f} / {c[k][n]['grounded_wrong_said']} / "
+                                    f"{c[k][n]['answerable_refused']}" for n in REPORT_SETS[:2]),
+                                  " / ".join(f"{c[k][n]['refused']:.3f}" for n in REPORT_SETS[2:])]
+                                 for d, c in out["min_score_on_choose_kbs"].items()
+                                 for v, u, k in (("shipped", "shipped_utility", "report_shipped"),
+                                                 ("chosen", "utility", "report_chosen"))]))
     print(open(VOICE_METRICS / "selection.md").read())
     print(f"selection: {time.perf_counter() - t0:.0f} s")
 
