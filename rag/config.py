@@ -8,11 +8,12 @@ import math
 import operator
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from rag.memory.preferences import PreferenceRules
 from rag.memory.recall import EvidencePolicy
-from rag.voice import quarantine
+from rag.voice import quarantine, selection
 from rag.voice.answer import AnswerSettings
 from rag.retrieval.chunk import Passage
 from rag.voice.followup import FollowUpRules
@@ -101,7 +102,8 @@ def check(p: Mapping) -> None:
     """Build every voice-track settings object from ``p`` once, so a bad value fails (ValueError, KeyError,
     TypeError naming the key) before any model is started or called: ``llm.url`` empty or an http(s) URL, and
     ``llm.local_model`` a `rag.llm.registry.MODELS` name when it is empty; ``retrieval.store`` empty or a
-    PostgreSQL URL; what the caller hears (``answer.refusal``, ``memory.clarify``) non-empty text."""
+    PostgreSQL URL; what the caller hears (``answer.refusal``, ``memory.clarify``) non-empty text; ``select.min_score``
+    (`min_scores`)."""
     url = p["llm"]["url"]
     if not isinstance(url, str) or (url and not is_http_url(url)):
         raise ValueError(f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {url!r}")
@@ -120,6 +122,7 @@ def check(p: Mapping) -> None:
     follow_up_rules(p)
     evidence_policy(p)
     preference_rules(p)
+    min_scores(p)
     if not p["llm"]["url"]:
         from rag.llm.registry import DEFAULT, get
 
@@ -209,6 +212,33 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
                           sentence_stemmer=text(p, "answer", "sentence_stemmer"),
                           sentence_fusion=text(p, "answer", "sentence_fusion"),
                           deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"))
+
+
+def min_scores(p: Mapping) -> dict[str, float]:
+    """``select.min_score`` as ``{design: min_score}`` for the learned designs given a value there (null: the
+    value fitted with the model, models/selection-{design}.json). Raises ValueError naming the key for a design
+    that has no threshold (``rules``, ``listwise``, unknown names) or a value outside [0, 1]."""
+    given = mapping(p, "select", "min_score")
+    out = {}
+    for design, value in given.items():
+        if design not in selection.THRESHOLDED:
+            raise ValueError(f"select.min_score: {design!r} has no min_score ({', '.join(selection.THRESHOLDED)})")
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"select.min_score.{design} must be null or a number in [0, 1], got {value!r}")
+        out[design] = float(value)
+    return out
+
+
+def answer_scorer(p: Mapping, design: str | None = None, key: str = "select.design", root: str | Path = "."):
+    """The shipped answer-selection scorer of ``design`` (default ``select.design``) from ``root``/
+    ``select.model_dir`` (`rag.voice.selection.load_scorer`; None for ``rules``), at ``select.min_score``'s value
+    for it when one is set (`min_scores`), else at the value fitted with it. Raises ValueError (naming ``key``) for
+    an unknown design or a bad ``select.min_score``, InputError for a missing or bad model file."""
+    s = p["select"]
+    design = design or s["design"]
+    return selection.load_scorer(design, Path(root) / s["model_dir"], key, s["e5_model"], min_scores(p).get(design))
 
 
 def follow_up_rules(p: Mapping) -> FollowUpRules:

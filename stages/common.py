@@ -99,15 +99,15 @@ def heysquad_index(p: dict, *query_fields: str):
 
 
 def answer_scorer(p: dict, design: str | None = None, key: str = "select.design"):
-    """The shipped answer-selection model of ``design`` (default ``select.design``), from ``select.model_dir``
-    (`rag.voice.selection.load_scorer`); None for ``rules``. A bad design raises InputError naming params.yaml and
-    ``key``; a model fitted on another e5 encoder than ``select.e5_model``, InputError naming the model file."""
+    """The shipped answer-selection model of ``design`` (default ``select.design``), from ``select.model_dir`` at
+    ``select.min_score`` (`rag.config.answer_scorer`); None for ``rules``. A bad design or min_score
+    raises InputError naming params.yaml and the key; a model fitted on another e5 encoder than
+    ``select.e5_model``, InputError naming the model file."""
+    from rag import config
     from rag.io import InputError
-    from rag.voice.selection import load_scorer
 
     try:
-        return load_scorer(design or p["select"]["design"], ROOT / p["select"]["model_dir"], key,
-                           p["select"]["e5_model"])
+        return config.answer_scorer(p, design, key, ROOT)
     except ValueError as e:
         raise InputError(f"{ROOT / 'params.yaml'}: {e}") from None
 

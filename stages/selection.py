@@ -86,6 +86,8 @@ def run():
                 scorer.min_score = float(t)
                 sweep[design][f"{t:.2f}"] = {name: said(answers[name], name, scorer) for name in runs}
             scorer.min_score = shipped
+            if design not in selection.THRESHOLDED:
+                continue
             u = {t: choose_utility(r, runs) for t, r in sweep[design].items()}
             best = max(u, key=lambda t: (u[t], -float(t)))  # ties: the lower min_score
             out["min_score_on_choose_kbs"][design] = {

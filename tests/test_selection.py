@@ -406,3 +406,29 @@ def test_a_convex_sentence_ranking_reads_the_dense_gap_that_rrf_drops(params):
                     "convex": "On Sunday we are open from 10 a.m. to 2 p.m. for urgent visits only."}
     with pytest.raises(ValueError, match="answer.sentence_fusion must be one of"):
         AnswerSettings(sentence_fusion="max")
+
+
+def test_select_min_score_replaces_the_fitted_threshold_without_touching_the_cached_model():
+    """``select.min_score`` (params.yaml) sets a learned design's threshold; null keeps the fitted one; a design with
+    no threshold, or a value outside [0, 1], is an error naming the key."""
+    from rag.io import read_params
+    from rag.voice.pipeline import load_judge
+    from rag.voice.selection import load_scorer
+
+    fitted = json.loads((ROOT / "models" / "selection-mlp.json").read_text())["min_score"]
+    assert load_scorer("mlp", ROOT / "models", min_score=0.5).min_score == 0.5
+    assert load_scorer("mlp", ROOT / "models").min_score == fitted != 0.5  # the cached scorer keeps its own
+    p = read_params(ROOT / "params.yaml")
+    assert config.min_scores(p) == {"mlp": 0.5}
+    assert config.answer_scorer(p, "mlp", root=ROOT).min_score == 0.5
+    assert config.answer_scorer(p, "linear", root=ROOT).min_score == json.loads(
+        (ROOT / "models" / "selection-linear.json").read_text())["min_score"]
+    assert config.answer_scorer(p, "rules", root=ROOT) is None
+    p_here = {**p, "select": {**p["select"], "model_dir": str(ROOT / "models")}}
+    assert load_judge(p_here).min_score == 0.5
+    for bad, match in (({"listwise": 0.2}, "'listwise' has no min_score"), ({"mlp": 1.5}, r"select.min_score.mlp"),
+                       ({"mlp": True}, r"select.min_score.mlp"), ({"mlp": "0.5"}, r"select.min_score.mlp")):
+        with pytest.raises(ValueError, match=match):
+            config.min_scores({"select": {"min_score": bad}})
+        with pytest.raises(ValueError, match=match):
+            config.check({**p, "select": {**p["select"], "min_score": bad}})

@@ -21,7 +21,7 @@ from rag.io import InputError
 from rag.voice.queries import check_against_kb, is_labelled, load_queries, raw_queries, rewrite_queries
 from rag.eval.scoring import final_metrics, status_counts
 from rag.retrieval.search import PassageIndex
-from rag.voice.selection import ASKS, HOLDS, AnswerScorer, load_scorer
+from rag.voice.selection import ASKS, HOLDS, AnswerScorer
 from rag.retrieval.sentences import SentenceIndex
 from rag.voice.verify import split_sentences
 
@@ -167,10 +167,10 @@ def step_final(answers: Sequence[dict], queries: Sequence[dict], kb: Mapping[str
 
 
 def load_judge(p: Mapping) -> AnswerScorer | None:
-    """The shipped scorer of ``select.judge`` from ``select.model_dir`` (`rag.voice.selection.load_scorer`): it
-    checks every LLM answer when ``select.design`` is ``rules`` (None for ``rules``: the verifier alone). Raises
-    ValueError for an unknown design, InputError for a missing or bad model file."""
-    return load_scorer(p["select"]["judge"], p["select"]["model_dir"], "select.judge", p["select"]["e5_model"])
+    """The shipped scorer of ``select.judge`` (`rag.config.answer_scorer`): it checks every LLM answer when
+    ``select.design`` is ``rules`` (None for ``rules``: the verifier alone). Raises ValueError for an unknown
+    design, InputError for a missing or bad model file."""
+    return config.answer_scorer(p, p["select"]["judge"], "select.judge")
 
 
 def latency_metrics(answers: Sequence[dict]) -> dict:
@@ -209,7 +209,7 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory)
-    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"], e5_model=p["select"]["e5_model"])
+    scorer = config.answer_scorer(p)
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said,
                   load_judge(p)), row
 
@@ -333,7 +333,7 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     from rag.retrieval.kb_cache import open_kb
 
     config.check(p)
-    scorer = load_scorer(p["select"]["design"], p["select"]["model_dir"], e5_model=p["select"]["e5_model"])
+    scorer = config.answer_scorer(p)
     judge = load_judge(p)
     queries = load_queries(queries_path)
     labelled = is_labelled(queries)

@@ -26,6 +26,7 @@ answers.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -43,6 +44,7 @@ from rag.retrieval.phonetic import phonetic_key
 from rag.retrieval.indexes import word_tokens
 
 DESIGNS = ("rules", "linear", "mlp", "listwise", "cross")  # rules: the answer-type tables and the retrieval ranking (no model)
+THRESHOLDED = ("linear", "mlp", "cross")  # the designs whose score is a level: below min_score, refuse (listwise only ranks)
 
 # Generic English function words (not a KB's table): what a "key term" of a question is not.
 STOPWORDS = frozenset("""a an the and or but if of at by for with about to from in on off out up over into onto
@@ -475,9 +477,11 @@ def candidate_features(query: str, vector: np.ndarray, docs: Sequence[str], sent
     return cands, features(query, vector, cands, sentences.contexts(cands), sentences.texts, sentences.stats, e5)
 
 
-def load_scorer(design: str, model_dir: str | Path, key: str = "select.design", e5_model: str | None = None):
+def load_scorer(design: str, model_dir: str | Path, key: str = "select.design", e5_model: str | None = None,
+                min_score: float | None = None):
     """The shipped scorer of ``design``: None for ``rules`` (the table-driven pick), else ``model_dir``/
-    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``). Read once per process and file version
+    selection-{design}.json (`AnswerScorer`, or `CrossScorer` for ``cross``), with ``min_score`` in place of the
+    fitted one when given (a copy: the cached scorer keeps its own). Read once per process and file version
     (path, mtime, size): every turn of `rag.voice.pipeline.answer_query` asks again. Raises ValueError (naming the
     params ``key``) for an unknown design, InputError naming the file for a missing or bad model, or for a feature
     model fitted on another e5 encoder than ``e5_model`` (params ``select.e5_model``; None: not checked)."""
@@ -497,6 +501,9 @@ def load_scorer(design: str, model_dir: str | Path, key: str = "select.design", 
 
         raise InputError(f"{path}: fitted with the e5 encoder {fitted_on}, but select.e5_model is {e5_model}: refit "
                          "(dvc unfreeze fit_selection && dvc repro fit_selection && dvc freeze fit_selection)")
+    if min_score is not None:
+        scorer = copy.copy(scorer)
+        scorer.min_score = float(min_score)
     return scorer
 
 
