@@ -15,7 +15,7 @@ import json
 import time
 
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, answer_judge, answer_scorer, main, params
-from selection_sets import selection_answers
+from selection_sets import CHOOSE_SETS, REPORT_SETS, choose_utility, min_score_on_choose_sets, selection_answers
 from rag.voice import selection
 from rag.bench.compare import markdown_table
 from rag.io import read_jsonl, write_json, write_text
@@ -24,23 +24,6 @@ from rag.voice.pipeline import step_final
 from rag.retrieval.sentences import SentenceIndex
 
 KEYS = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refusal_recall", "unsupported_said")
-# The recogniser forms of the two choose KBs (clinic, Harbor Dental), where a learned design's min_score is chosen
-# from the grid; the vet sets only report (rule written 2026-12-05 before the dental KB's first run, README)
-CHOOSE_SETS = ("clinic", "near_miss_clinic_asr", "dental", "near_miss_dental_asr")
-REPORT_SETS = ("vet_clean", "vet_noisy", "near_miss_vet_typed", "near_miss_vet_clean", "near_miss_vet_noisy")
-
-
-def choose_utility(by_set: dict, runs: dict) -> int:
-    """Right answers said - grounded-but-wrong sentences said - near misses said, summed over CHOOSE_SETS;
-    ``by_set``: ``{set: what is said}`` (`run`'s rows), ``runs``: ``{set: (kb, params, queries)}``."""
-    u = 0
-    for name in CHOOSE_SETS:
-        r, qs = by_set[name], runs[name][2]
-        u += (-r["said"] if name.startswith("near_miss") else
-              round(r["factual_accuracy"] * sum(q["answerable"] for q in qs)) - r["grounded_wrong_said"])
-    return u
-
-
 def llm_answers(sets: dict) -> dict:
     """``{set: answer rows}`` with the LLM on: the clinic's from the answer stage (answers.jsonl), the others from
     stage selection_llm (selection_llm.jsonl, each row tagged with its ``set``)."""
@@ -88,8 +71,7 @@ def run():
             scorer.min_score = shipped
             if design not in selection.THRESHOLDED:
                 continue
-            u = {t: choose_utility(r, runs) for t, r in sweep[design].items()}
-            best = max(u, key=lambda t: (u[t], -float(t)))  # ties: the lower min_score
+            best, u = min_score_on_choose_sets(sweep[design], runs)
             out["min_score_on_choose_kbs"][design] = {
                 "shipped": shipped, "shipped_utility": choose_utility(res, runs), "chosen": float(best),
                 "utility": u[best], "utility_by_min_score": u,

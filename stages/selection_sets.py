@@ -1,6 +1,29 @@
 """The question sets of stages selection and selection_llm (one definition for both), with their answer rows."""
 from common import GATE_PATH, ROOT, tables_off
 
+# The recogniser forms of the two choose KBs (clinic, Harbor Dental), where a learned design's min_score is chosen
+# from the grid; the vet sets only report (rule written 2026-12-05 before the dental KB's first run, README)
+CHOOSE_SETS = ("clinic", "near_miss_clinic_asr", "dental", "near_miss_dental_asr")
+REPORT_SETS = ("vet_clean", "vet_noisy", "near_miss_vet_typed", "near_miss_vet_clean", "near_miss_vet_noisy")
+
+
+def choose_utility(by_set: dict, runs: dict) -> int:
+    """Right answers said - grounded-but-wrong sentences said - near misses said, summed over CHOOSE_SETS;
+    ``by_set``: ``{set: what is said}`` (stage selection's rows), ``runs``: ``{set: (kb, params, queries)}``."""
+    u = 0
+    for name in CHOOSE_SETS:
+        r, qs = by_set[name], runs[name][2]
+        u += (-r["said"] if name.startswith("near_miss") else
+              round(r["factual_accuracy"] * sum(q["answerable"] for q in qs)) - r["grounded_wrong_said"])
+    return u
+
+
+def min_score_on_choose_sets(by_min_score: dict, runs: dict) -> tuple[str, dict]:
+    """The min_score (a key of ``by_min_score``, ``{min_score: {set: what is said}}``) with the highest
+    `choose_utility`, ties to the lower value; returns ``(that key, {key: utility})``."""
+    u = {t: choose_utility(r, runs) for t, r in by_min_score.items()}
+    return max(u, key=lambda t: (u[t], -float(t))), u
+
 
 def set_sources(p: dict) -> dict:
     """``{set name: (kb name, its params, questions file, typed)}`` of every set of stage selection: the clinic
