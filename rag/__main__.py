@@ -240,14 +240,15 @@ def _params(path: str) -> dict:
     return p
 
 
-OPEN_TABLES = ("verify.slots", "verify.answer_types", "verify.groups")  # a KB's own tables: any key
+OPEN_TABLES = ("verify.slots", "verify.answer_types", "verify.groups")  # a KB's own tables: any key, and replaced whole
 
 
 def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
-    """``over`` merged into ``base`` key by key (mappings merged, lists and values replaced). Raises InputError
-    naming ``path`` and the key for a key params.yaml does not have (a typo would be silently ignored), except
-    inside a KB's own tables (`OPEN_TABLES`, checked by `rag.config`), and for a value where params.yaml has a
-    mapping (``retrieval: 5``)."""
+    """``over`` merged into ``base`` key by key (mappings merged, lists and values replaced). A KB's own tables
+    (`OPEN_TABLES`) are replaced whole, not merged: ``verify: {slots: {}}`` drops the clinic's slots, and a user's
+    slot table does not inherit the clinic's services. Raises InputError naming ``path`` and the key for a key
+    params.yaml does not have (a typo would be silently ignored), except inside a KB's own tables (checked by
+    `rag.config`), and for a value where params.yaml has a mapping (``retrieval: 5``)."""
     import difflib
 
     from rag.io import InputError
@@ -260,7 +261,7 @@ def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
             raise InputError(f"{path}: {name} is not a params.yaml key" + (f" (did you mean {at}{near[0]}?)" if near else ""))
         if isinstance(base.get(k), dict) and not isinstance(v, dict) and not open_table:
             raise InputError(f"{path}: {name} must be a mapping like params.yaml's, got {v!r}")
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
+        if isinstance(v, dict) and isinstance(base.get(k), dict) and name not in OPEN_TABLES:
             _merge(base[k], v, path, name + ".")
         else:
             base[k] = v

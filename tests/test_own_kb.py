@@ -271,3 +271,28 @@ def test_a_pick_said_with_its_antecedent_takes_the_best_cosine_of_what_is_said()
                           np.stack([e[0], e[1]]))
     got = extractive("what does it include", e[0], ["pro"], index, said=frozenset({"The Pro service costs $120."}))
     assert (got.sentence, got.cosine) == ("It includes new brake cables.", 1.0)  # its own cosine is 0.0
+
+
+def test_a_params_file_replaces_the_clinics_tables_instead_of_merging_into_them(tmp_path, capsys):
+    """A KB's own tables (``verify.slots`` / ``answer_types`` / ``groups``) in a --params file replace the clinic's:
+    before 2026-12-05 ``{}`` merged into them and changed nothing, so a user could not switch them off. On the
+    Harbor Dental fixtures, as stage selection runs them (tables off): 20 of 27 right, 5 grounded-wrong; with the
+    clinic's tables 19 and 6. A table of one's own keeps none of the clinic's entries."""
+    from rag.__main__ import _params
+
+    off = write_params(tmp_path / "off.yaml", {"verify": {"slots": {}, "answer_types": {}, "groups": {}}})
+    own = write_params(tmp_path / "own.yaml", {"verify": {"slots": {"service": {"crown": ["crown"]}}}})
+    assert {k: _params(str(off))["verify"][k] for k in ("slots", "answer_types", "groups")} == {
+        "slots": {}, "answer_types": {}, "groups": {}}
+    p = _params(str(own))
+    assert p["verify"]["slots"] == {"service": {"crown": ["crown"]}} and "price" in p["verify"]["answer_types"]
+    dental = ROOT / "fixtures" / "dental"
+    args = ["run", str(dental / "kb"), str(dental / "queries.jsonl"), "--llm-url", DOWN, "--cache-dir",
+            str(tmp_path / "cache"), "--json"]
+    finals = {}
+    for name, extra in (("clinic tables", []), ("tables off", ["--params", str(off)])):
+        code, out, _ = cli([*args, *extra], capsys)
+        assert code == 0
+        f = json.loads(out)["final"]
+        finals[name] = (round(f["factual_accuracy"] * 27), f["grounded_wrong_said"], f["answerable_refused"])
+    assert finals == {"clinic tables": (19, 6, 2), "tables off": (20, 5, 2)}
