@@ -236,8 +236,36 @@ def _params(path: str) -> dict:
     default = ROOT / "params.yaml"
     p = _with_paths(read_params(default), ROOT)
     if Path(path).resolve() != default.resolve():
-        _merge(p, _with_paths(read_params(path), Path(path).resolve().parent), path)
+        over = _with_paths(read_params(path), Path(path).resolve().parent)
+        _merge(p, over, path)
+        _check_tables(p["verify"], "groups" in (over.get("verify") or {}), path)
     return p
+
+
+def _check_tables(verify: dict, own_groups: bool, path: str) -> None:
+    """The slot and group tables (`OPEN_TABLES`) after a user's params file ``path`` replaced some, well-formed
+    before any question reaches them: ``verify.slots.{slot}.{value}`` a non-empty list of terms, each a string with
+    a letter or digit (a term with none, "" or "?!", matches every text and switches the slot's check off); when the
+    file gives its own groups (``own_groups``), ``verify.groups.{group}`` a list of values of some slot. Raises
+    InputError naming ``path`` and the key. (`rag.config.verify_rules` checks the shapes around them, and the
+    answer types' cues and patterns.)"""
+    import re
+
+    from rag.io import InputError
+
+    slots, groups = verify.get("slots"), verify.get("groups")
+    values = set()
+    for slot, table in (slots.items() if isinstance(slots, dict) else ()):
+        for value, terms in (table.items() if isinstance(table, dict) else ()):
+            if not (isinstance(terms, list) and terms
+                    and all(isinstance(t, str) and re.search(r"\w", t) for t in terms)):
+                raise InputError(f"{path}: verify.slots.{slot}.{value} must be a non-empty list of terms, each with a "
+                                 f"letter or digit, got {terms!r}")
+            values.add(value)
+    for group, members in (groups.items() if own_groups and isinstance(groups, dict) else ()):
+        if not (isinstance(members, list) and all(isinstance(m, str) and m in values for m in members)):
+            raise InputError(f"{path}: verify.groups.{group} must be a list of slot values (verify.slots), got "
+                             f"{members!r}")
 
 
 OPEN_TABLES = ("verify.slots", "verify.answer_types", "verify.groups")  # a KB's own tables: any key, and replaced whole

@@ -100,6 +100,14 @@ def run_cli(args, capsys):
     ("retrieval: 5\n", "retrieval must be a mapping like params.yaml's, got 5"),
     ("answer: [1, 2]\n", "answer must be a mapping like params.yaml's, got [1, 2]"),
     ("verify: {slots: null}\n", "verify.slots must be a mapping like params.yaml's, got None"),
+    # a KB's own tables, checked before a question reaches them (a bad-input pass, 2026-12-05: tracebacks, or a
+    # term with no word that matched every text and silently switched the day check off)
+    ("verify: {slots: {day: {monday: [3]}}}\n", "verify.slots.day.monday must be a non-empty list of terms, each with"),
+    ("verify: {slots: {day: {monday: ['?!']}}}\n", "verify.slots.day.monday must be a non-empty list of terms"),
+    ("verify: {slots: {day: {monday: monday}}}\n", "verify.slots.day.monday must be a non-empty list of terms"),
+    ("verify: {slots: {day: {monday: []}}}\n", "verify.slots.day.monday must be a non-empty list of terms"),
+    ("verify: {groups: {weekday: [monday, funday]}}\n", "verify.groups.weekday must be a list of slot values"),
+    ("verify: {groups: {weekday: null}}\n", "verify.groups.weekday must be a list of slot values (verify.slots), got None"),
 ])
 def test_bad_params_files(small_kb, tmp_path, capsys, params_text, message):
     params = tmp_path / "p.yaml"
