@@ -1,15 +1,17 @@
 """Stage selection: what each answer-selection design (`select.design` values, `rag.voice.selection`) says, per set.
 
-Sets (`selection_sets.selection_answers`): the clinic fixture (its tables on: the KB they were written for), the held-out
-vet KB clean and noisy (tables off: `verify.slots` and `verify.answer_types` are the clinic's), and the near-miss
-sets (`select.near_miss`, typed and recogniser forms: every question must be refused). The gate is the clinic's
-(the shipped models/gate.json), applied unchanged. LLM off: the extractive pick speaks. LLM on (``*_llm_on``): the
-LLM's replies of the answer stage (clinic) and of stage selection_llm (every other set), judged by the design
-itself, or under ``rules`` by ``select.judge``; ``rules_llm_on_by_judge`` has the rules pick under each judge. For
-the learned designs, every ``min_score`` of ``select.min_score_grid`` too (selection.md): the whole trade-off
-between refusing near misses and answering. HeySQuAD rows (report half) come from the fit_selection stage (the
-cross design's from train_cross, in models/selection-cross.json). Writes metrics/voice/selection.json (headline)
-and selection.md.
+Sets (`selection_sets.selection_answers`): the clinic fixture (its tables on: the KB they were written for), the
+second choose KB (Harbor Dental, tables off), the held-out vet KB clean and noisy (tables off: `verify.slots` and
+`verify.answer_types` are the clinic's), and the near-miss sets (`select.near_miss`, typed and recogniser forms:
+every question must be refused). The gate is the clinic's (the shipped models/gate.json), applied unchanged. LLM
+off: the extractive pick speaks. LLM on (``*_llm_on``): the LLM's replies of the answer stage (clinic) and of stage
+selection_llm (every other set), judged by the design itself, or under ``rules`` by ``select.judge``;
+``rules_llm_on_by_judge`` has the rules pick under each judge. For the learned designs, every ``min_score`` of
+``select.min_score_grid`` too (selection.md): the whole trade-off between refusing near misses and answering; and
+(``min_score_on_choose_kbs``) the grid value each thresholded design takes on the two choose KBs
+(`selection_sets.min_score_on_choose_sets`), with the vet sets at it. HeySQuAD rows (report half) come from the
+fit_selection stage (the cross design's from train_cross, in models/selection-cross.json). Writes
+metrics/voice/selection.json (headline) and selection.md.
 """
 import json
 import time
