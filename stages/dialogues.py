@@ -1,4 +1,4 @@
-"""Stage dialogues (issue 13): multi-turn calls on the clinic and the vet KB, turn by turn, per follow-up variant.
+"""Stage dialogues (issue 13): multi-turn calls on the clinic, dental and vet KBs, turn by turn, per follow-up variant.
 
 Input: fixtures/dialogues/queries.jsonl (turns in order; `asr` of what was said in the call, `standalone_asr` of the
 same question asked alone). Variants of what a turn searches for:
@@ -11,10 +11,12 @@ same question asked alone). Variants of what a turn searches for:
 - standalone: the same questions asked alone (the bound the follow-ups are measured against);
 - last_turn, full_history, selective (issue 19): the turn's transcript searched together with the dialogue's
   previous turn, with all its earlier turns, or with those whose embedding cosine with it is >= a threshold
-  (`rag.memory.recall`; one of params `memory.recall_grid`, picked on the clinic: most turns right, then fewest
-  tokens; the vet dialogues report it). Tokens: WordPiece tokens of what is searched (question plus memory).
-The clinic's tables apply on the clinic, none on the vet KB (as stage selection). LLM off: the extractive pick
-speaks. The follow-up cues were written on the clinic dialogues; the vet dialogues are the report set.
+  (`rag.memory.recall`; one of params `memory.recall_grid`, picked on the choose KBs' dialogues pooled: most turns
+  right, then fewest tokens; the vet dialogues report it). Tokens: WordPiece tokens of what is searched (question
+  plus memory).
+The clinic's tables apply on the clinic, none on the dental and vet KBs (as stage selection). LLM off: the
+extractive pick speaks. Choose sets (CHOOSE): the clinic dialogues, where the follow-up cues were written, and since
+2026-12-05 the Harbor Dental dialogues (`select.dental.kb`); the vet dialogues are the report set.
 Writes metrics/voice/dialogues.json and dialogues.md (tables and every session turn that went wrong).
 """
 import time
@@ -42,13 +44,16 @@ from rag.retrieval.sentences import SentenceIndex
 DIALOGUES = ROOT / "fixtures" / "dialogues" / "queries.jsonl"
 FIELDS = ("dialogue", "kb", "turn", "id", "asr", "standalone_asr", "kind", "relevant", "answerable", "facts")
 FOLLOW_UPS = ("opener", "pronoun", "ellipsis")
+CHOOSE = ("clinic", "dental")  # dialogues that choose settings; the rest (vet) only report
 VARIANTS = ("no_memory", "last_turn", "full_history", "selective", "opener_rule", "session", "standalone")
 
 
 def open_kbs(p: dict) -> dict:
-    """``{name: (KnowledgeBase, its params)}`` for the clinic (tables on) and the vet KB (tables off)."""
+    """``{name: (KnowledgeBase, its params)}`` for the clinic (tables on), the dental and the vet KB (tables off),
+    in that order (the choose KBs first)."""
     out = {}
-    for name, folder, q_p in (("clinic", p["voice"]["kb"], p), ("vet", p["abstain"]["transfer_kb"], tables_off(p))):
+    for name, folder, q_p in (("clinic", p["voice"]["kb"], p), ("dental", p["select"]["dental"]["kb"], tables_off(p)),
+                              ("vet", p["abstain"]["transfer_kb"], tables_off(p))):
         hc = config.hybrid_config(q_p)
         docs = load_kb(ROOT / folder, allowed(q_p))
         out[name] = (KnowledgeBase(PassageIndex.from_folder(ROOT / folder, hc, allowed(q_p)), docs,
@@ -120,6 +125,15 @@ def memory_rows(kb: KnowledgeBase, q_p: dict, gate: Gate, turns: list[dict], rul
     return out
 
 
+def pick_min_cosine(grid: list[float], choose: list[dict]) -> float:
+    """The selective-recall cosine of ``grid`` with the most turns right summed over the choose KBs' dialogues
+    (``choose``: per KB, ``{cosine: turn_metrics}``), then the fewest search tokens, then the lower cosine."""
+    def key(c):
+        right = sum(round(m[c]["factual_accuracy"] * m[c]["n_answerable"]) for m in choose)
+        return -right, sum(m[c]["search_tokens"] for m in choose), c
+    return min(grid, key=key)
+
+
 def turn_metrics(turns: list[dict], rows: list[dict], docs: dict) -> dict:
     """recall@1/@3 over answerable turns (the retrieved documents), factual accuracy and the rest of
     `rag.eval.scoring.final_metrics` over all turns, and the no-antecedent turns answered."""
@@ -131,7 +145,7 @@ def turn_metrics(turns: list[dict], rows: list[dict], docs: dict) -> dict:
            for k in (1, 3)}
     m = final_metrics(turns, rows, docs)
     tokens = [token_count(by[t["id"]]["query"], special=False) for t in turns]
-    return {"n_turns": len(turns), "recall_at_1": round(hit[1], 6), "recall_at_3": round(hit[3], 6),
+    return {"n_turns": len(turns), "n_answerable": len(ans), "recall_at_1": round(hit[1], 6), "recall_at_3": round(hit[3], 6),
             "search_tokens": sum(tokens), "search_tokens_p50": float(np.median(tokens)) if tokens else 0.0,
             "factual_accuracy": m["factual_accuracy"], "grounded_wrong_said": m["grounded_wrong_said"],
             "answerable_refused": m["answerable_refused"], "refusal_recall": m["refusal_recall"],
@@ -146,47 +160,48 @@ def run():
     turns = read_jsonl(DIALOGUES, required=FIELDS)
     grid = recall_grid(p)
     kbs = open_kbs(p)
-    out, wrong, chosen, by_cosine = {}, [], None, {}
-    for name, (kb, q_p) in kbs.items():  # the clinic first: it picks the selective threshold the vet KB reports
+    out, wrong, by_cosine, concat, rows = {}, [], {}, {}, {}
+    for name, (kb, q_p) in kbs.items():
         ts = [t for t in turns if t["kb"] == name]
         rules = config.rewrite_rules(q_p, kb.index.passages)
         opener, prev = {}, {}
         for t in ts:  # the previous turn of the dialogue, rewritten, as the hand-passed context
             opener[t["id"]] = rewrite(t["asr"], prev.get(t["dialogue"]), rules)
             prev[t["dialogue"]] = opener[t["id"]]
-        rows = {"no_memory": chain_rows(kb, q_p, gate, ts, {t["id"]: rewrite(t["asr"], None, rules) for t in ts}),
-                "opener_rule": chain_rows(kb, q_p, gate, ts, opener),
-                "session": session_rows(kb, q_p, gate, ts),
-                "standalone": chain_rows(kb, q_p, gate, ts,
-                                         {t["id"]: rewrite(t["standalone_asr"], None, rules) for t in ts})}
-        concat = memory_rows(kb, q_p, gate, ts, rules, grid)
-        rows["last_turn"], rows["full_history"] = concat["last_turn"], concat["full_history"]
-        by_cosine[name] = {c: turn_metrics(ts, concat[("selective", c)], kb.docs) for c in grid}
-        if chosen is None:
-            chosen = max(grid, key=lambda c: (by_cosine[name][c]["factual_accuracy"],
-                                              -by_cosine[name][c]["search_tokens"]))
-        rows["selective"] = concat[("selective", chosen)]
-        recall_ms = [r["recall_ms"] for r in rows["selective"]]
+        rows[name] = {"no_memory": chain_rows(kb, q_p, gate, ts, {t["id"]: rewrite(t["asr"], None, rules) for t in ts}),
+                      "opener_rule": chain_rows(kb, q_p, gate, ts, opener),
+                      "session": session_rows(kb, q_p, gate, ts),
+                      "standalone": chain_rows(kb, q_p, gate, ts,
+                                               {t["id"]: rewrite(t["standalone_asr"], None, rules) for t in ts})}
+        concat[name] = memory_rows(kb, q_p, gate, ts, rules, grid)
+        by_cosine[name] = {c: turn_metrics(ts, concat[name][("selective", c)], kb.docs) for c in grid}
+    chosen = pick_min_cosine(grid, [by_cosine[n] for n in CHOOSE])
+    for name, (kb, q_p) in kbs.items():
+        ts = [t for t in turns if t["kb"] == name]
+        r = rows[name]
+        r["last_turn"], r["full_history"] = concat[name]["last_turn"], concat[name]["full_history"]
+        r["selective"] = concat[name][("selective", chosen)]
+        recall_ms = [x["recall_ms"] for x in r["selective"]]
         follow = [t for t in ts if t["kind"] in FOLLOW_UPS]
-        out[name] = {v: {"all": turn_metrics(ts, rows[v], kb.docs), "follow_ups": turn_metrics(follow, rows[v], kb.docs)}
+        out[name] = {v: {"all": turn_metrics(ts, r[v], kb.docs), "follow_ups": turn_metrics(follow, r[v], kb.docs)}
                      for v in VARIANTS}
         out[name]["selective_by_cosine"] = {str(c): m for c, m in by_cosine[name].items()}
         out[name]["selective_recall_ms_p50"] = round(float(np.median(recall_ms)), 4)
         by_kind = defaultdict(list)
-        for t, r in zip(ts, rows["session"]):
-            by_kind[t["kind"]].append(r["resolved_as"])
+        for t, x in zip(ts, r["session"]):
+            by_kind[t["kind"]].append(x["resolved_as"])
         out[name]["session_resolved_as"] = {k: dict(sorted(
             {x: v.count(x) for x in set(v)}.items())) for k, v in sorted(by_kind.items())}
-        for t, r in zip(ts, rows["session"]):
-            ok = (has_facts(r["say"], t["facts"]) if t["answerable"] and r["status"] != "refused"
-                  else r["status"] == "refused" and not t["answerable"])
+        for t, x in zip(ts, r["session"]):
+            ok = (has_facts(x["say"], t["facts"]) if t["answerable"] and x["status"] != "refused"
+                  else x["status"] == "refused" and not t["answerable"])
             if not ok:
-                wrong.append([t["id"], t["kind"], t["asr"].lower(), r["resolved_as"], r["query"], r["status"],
-                              r["say"][:70]])
+                wrong.append([t["id"], t["kind"], t["asr"].lower(), x["resolved_as"], x["query"], x["status"],
+                              x["say"][:70]])
     gap = {n: round(out[n]["standalone"]["follow_ups"]["factual_accuracy"]
                     - out[n]["session"]["follow_ups"]["factual_accuracy"], 6) for n in kbs}
     out["follow_up_gap_to_standalone"] = gap  # goal: <= 0.05 on each KB
-    out["selective_min_cosine"] = chosen  # picked on the clinic dialogues
+    out["selective_min_cosine"] = chosen  # picked on the choose KBs' dialogues (CHOOSE)
     write_json(VOICE_METRICS / "dialogues.json", out)
     table = [[n, v, s, m["n_turns"], f"{m['recall_at_1']:.3f}", f"{m['recall_at_3']:.3f}",
               f"{m['factual_accuracy']:.3f}", m["grounded_wrong_said"], m["answerable_refused"],
@@ -195,13 +210,13 @@ def run():
     cosines = [[n, c, f"{m['factual_accuracy']:.3f}", m["grounded_wrong_said"], m["answerable_refused"],
                 m["search_tokens"]] for n in kbs for c, m in out[n]["selective_by_cosine"].items()]
     write_text(VOICE_METRICS / "dialogues.md",
-               "Multi-turn calls, per turn (recogniser transcripts, LLM off; clinic: cues written on it, vet: held "
-               "out, tables off)\n\n"
+               "Multi-turn calls, per turn (recogniser transcripts, LLM off; clinic: cues written on it, tables on; "
+               "dental: a second choose KB, tables off; vet: held out, tables off)\n\n"
                + markdown_table(["KB", "variant", "turns", "n", "recall@1", "recall@3", "factual accuracy",
                                  "grounded wrong said", "answerable refused", "no-antecedent answered",
                                  "search tokens"], table)
                + f"\nFollow-up turns' factual accuracy, standalone minus session (goal <= 0.05): {gap}\n\n"
-               + f"Selective recall at each cosine (all turns; picked on the clinic: {chosen}; picking the earlier "
+               + f"Selective recall at each cosine (all turns; picked on {' + '.join(CHOOSE)}: {chosen}; picking the earlier "
                + "turns takes " + ", ".join(f"{n} {out[n]['selective_recall_ms_p50']:.3f} ms" for n in kbs)
                + " p50 per turn, their vectors kept from when they were asked):\n\n"
                + markdown_table(["KB", "min cosine", "factual accuracy", "grounded wrong said",

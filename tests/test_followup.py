@@ -136,4 +136,4 @@ def test_history_entries_with_no_words_are_no_topic():
     assert r.resolve("when does she work", ["um uh", ""]) == Resolution("", "no_antecedent")
     got = r.resolve("what about sunday", ["when does the pharmacy open on saturday", "", "uh"])
     assert got == Resolution("when does the pharmacy open on sunday", "opener",
-                             "when does the pharmacy open on saturday")
+                             "when does the pharmacy open on saturday", frozenset({"sunday"}))

@@ -45,3 +45,17 @@ def test_the_dialogues_stage_checks_its_grid(params, monkeypatch):
     for bad in ([], [0.5, 2], ["0.5"], None, [True]):
         with pytest.raises(ValueError, match="memory.recall_grid"):
             recall_grid({"memory": {"recall_grid": bad}})
+
+
+def test_the_dialogues_stage_picks_the_cosine_on_the_choose_kbs_pooled(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "stages"))
+    from dialogues import CHOOSE, pick_min_cosine
+
+    assert CHOOSE == ("clinic", "dental")  # the vet dialogues only report
+    m = lambda acc, n, tok: {"factual_accuracy": acc, "n_answerable": n, "search_tokens": tok}  # noqa: E731
+    clinic = {0.2: m(0.5, 62, 600), 0.6: m(31 / 62 - 1 / 62, 62, 400)}  # 31 right vs 30
+    dental = {0.2: m(20 / 54, 54, 500), 0.6: m(22 / 54, 54, 300)}       # 20 right vs 22
+    assert pick_min_cosine([0.2, 0.6], [clinic]) == 0.2        # the clinic alone: one turn more at 0.2
+    assert pick_min_cosine([0.2, 0.6], [clinic, dental]) == 0.6  # pooled: 51 vs 52 turns right
+    tie = {0.2: m(0.5, 10, 100), 0.6: m(0.5, 10, 90), 0.8: m(0.5, 10, 90)}
+    assert pick_min_cosine([0.8, 0.2, 0.6], [tie]) == 0.6      # equal right: fewer tokens, then the lower cosine

@@ -232,3 +232,20 @@ def test_a_follow_up_hears_the_same_sentence_again_when_it_holds_what_is_now_ask
     turns = chat_turns(capsys.readouterr().out)
     assert [t["say"] for t in turns] == ["A basic tune-up costs $60 and takes about 90 minutes."] * 2
     assert turns[1]["resolved_as"] == "ellipsis"
+
+
+def test_what_a_follow_up_adds_is_in_what_is_said(tmp_path, monkeypatch, capsys):
+    # Harbor Dental (a choose KB): "and checks" is merged with the card question, whose sentence the caller just
+    # heard; it names checks, so it is said again (not "Bring a photo ID and your insurance card.", where the
+    # merged query's "cards" led); "what about a receipt" gets the sentence naming a receipt, not the card one
+    from conftest import ROOT
+
+    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("you take credit cards\nand checks\nwhat about a receipt\n"))
+    assert main(["chat", "--kb", str(ROOT / "fixtures" / "dental" / "kb"), "--llm-url", DOWN,
+                 "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
+    turns = chat_turns(capsys.readouterr().out)
+    assert [t["resolved_as"] for t in turns] == ["standalone", "ellipsis", "opener"]
+    assert [t["say"] for t in turns] == ["We accept cash, credit cards and checks."] * 2 + [
+        "We send a receipt by email after every visit."]

@@ -153,4 +153,4 @@ class LLMResolver:
         r = llm_rewrite(asr, history, res.query, self.url, self.vocab, self.kb_topics, self.settings,
                         self.rules_resolver.rewrite, self.mode == "rules_then_llm")
         self.rewrites.append(r)
-        return Resolution(r.query, res.kind, res.antecedent)
+        return Resolution(r.query, res.kind, res.antecedent, res.focus)

@@ -15,7 +15,7 @@ import numpy as np
 from rag.llm.client import LLMReply, answer_schema, ask, build_messages
 from rag.retrieval.chunk import Passage
 from rag.retrieval.search import FUSIONS, MODES, STEMMERS, HybridConfig, PassageIndex
-from rag.voice.selection import AnswerScorer
+from rag.voice.selection import AnswerScorer, terms
 from rag.retrieval.sentences import SentenceIndex
 from rag.retrieval.indexes import identifiers, same_number
 from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_answer_type,
@@ -106,14 +106,20 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
 
 
 def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceIndex,
-                        rules: VerifyRules = DEFAULT_VERIFY,
-                        said: frozenset[str] = frozenset()) -> list[tuple[str, str, np.ndarray]]:
+                        rules: VerifyRules = DEFAULT_VERIFY, said: frozenset[str] = frozenset(),
+                        focus: frozenset[str] = frozenset()) -> list[tuple[str, str, np.ndarray]]:
     """``(sentence, doc, (384,) unit vector)`` of every sentence of ``docs`` (in order; a doc not in
     ``sentences`` has none) whose slots (day, service) do not contradict the query (a Saturday question never
     gets the weekday sentence) and that is not in ``said`` (what the caller already heard for the turn this one
-    follows up: "and for a cat?" never gets the dog's price again)."""
-    return [(s, d, v) for d in docs for s, v in sentences.of(d)
-            if s not in said and not slots_conflict(query, s, rules)]
+    follows up: "and for a cat?" never gets the dog's price again). ``focus``: key-term stems
+    (`rag.voice.selection.terms`) of what a follow-up adds (`rag.voice.followup.Resolution.focus`); when some
+    candidate holds one, only those that do ("and checks" after a credit-card question gets a sentence naming
+    checks, not the card sentence its merged query ranks first)."""
+    cands = [(s, d, v) for d in docs for s, v in sentences.of(d)
+             if s not in said and not slots_conflict(query, s, rules)]
+    if focus:
+        return [c for c in cands if focus.intersection(terms(c[0]))] or cands
+    return cands
 
 
 def pick_sentence(query: str, vector: np.ndarray, sentences: Sequence[str], vectors: np.ndarray,
@@ -179,13 +185,13 @@ class Extract(NamedTuple):
 def extractive(query: str, vector: np.ndarray, docs: Sequence[str], sentences: SentenceIndex,
                rules: VerifyRules = DEFAULT_VERIFY, mode: str = "dense",
                hybrid: HybridConfig = HybridConfig(), scorer: AnswerScorer | None = None,
-               said: frozenset[str] = frozenset()) -> Extract | None:
+               said: frozenset[str] = frozenset(), focus: frozenset[str] = frozenset()) -> Extract | None:
     """The retrieved sentence to read out instead of a failed answer, among `candidate_sentences` (their vectors
-    precomputed in ``sentences``; ``said`` left out): with ``scorer`` (the learned answer selection) those naming a
+    precomputed in ``sentences``; ``said`` left out, ``focus`` held where any holds it): with ``scorer`` (the learned answer selection) those naming a
     phone number or code the query quotes first (`quoted`), then those holding the asked-for answer type of the KB's
     table (none without a table), then the best score; without one, `pick_sentence` (quoted identifiers, answer-type
     tables, then the retrieval ranking). None if every candidate contradicts the query."""
-    cands = candidate_sentences(query, docs, sentences, rules, said)
+    cands = candidate_sentences(query, docs, sentences, rules, said, focus)
     if not cands:
         return None
     vectors = np.stack([v for _, _, v in cands])
@@ -225,12 +231,13 @@ def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs:
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
            rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
            scorer: AnswerScorer | None = None, said: frozenset[str] = frozenset(),
-           judge: AnswerScorer | None = None) -> dict:
+           judge: AnswerScorer | None = None, focus: frozenset[str] = frozenset()) -> dict:
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
 
     said: what the caller already heard for the turn this one follows up (`rag.voice.pipeline.answer_turn`):
     never said again (an LLM answer repeating it fails with reason ``repeats_earlier_answer``; the extractive
-    pick leaves it out).
+    pick leaves it out). focus: what that follow-up adds (`candidate_sentences`): the extractive pick holds it where
+    a candidate does.
 
     sentences: the KB's `SentenceIndex`, built once at index time; None splits and embeds the retrieved
     documents now (the query-time path: ~10x slower a turn on long paragraphs, see bench.json).
@@ -261,7 +268,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
             if sentences is None:
                 sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
             picked.append(extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
-                                     settings.sentence_hybrid, scorer, said))
+                                     settings.sentence_hybrid, scorer, said, focus))
         return picked[0]
 
     if row["error"]:

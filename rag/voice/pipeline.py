@@ -21,7 +21,7 @@ from rag.io import InputError
 from rag.voice.queries import check_against_kb, is_labelled, load_queries, raw_queries, rewrite_queries
 from rag.eval.scoring import final_metrics, status_counts
 from rag.retrieval.search import PassageIndex
-from rag.voice.selection import ASKS, HOLDS, AnswerScorer
+from rag.voice.selection import ASKS, HOLDS, AnswerScorer, terms
 from rag.retrieval.sentences import SentenceIndex
 from rag.voice.verify import split_sentences
 
@@ -193,15 +193,15 @@ def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: 
 
 def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
                  start: float | None = None, said: frozenset[str] = frozenset(),
-                 memory: Sequence[str] = ()) -> tuple[dict, dict]:
+                 memory: Sequence[str] = (), focus: frozenset[str] = frozenset()) -> tuple[dict, dict]:
     """A rewritten query ``text`` on ``kb``: retrieve, gate (``gate`` applied as shipped), ask the LLM at ``url``
     (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.voice.answer.decide`,
     the answer row of `rag.voice.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
 
     ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the LLM call is
     cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time.
-    ``said``: sentences never to say again (`rag.voice.answer.decide`). ``memory``: earlier turns of the call the LLM
-    sees as ``[memory n]`` (`rag.memory.recall.memory_lines`), never a source."""
+    ``said``: sentences never to say again, ``focus``: what a follow-up adds (`rag.voice.answer.decide`). ``memory``:
+    earlier turns of the call the LLM sees as ``[memory n]`` (`rag.memory.recall.memory_lines`), never a source."""
     from rag.voice.answer import turn_deadline
 
     settings = config.answer_settings(p, gate.tau)
@@ -211,7 +211,7 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory)
     scorer = config.answer_scorer(p)
     return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said,
-                  load_judge(p)), row
+                  load_judge(p), focus), row
 
 
 def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
@@ -227,10 +227,12 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     """One turn of a call: read the session's last ``memory.max_turns`` turns from ``memory``
     (`rag.memory.Memory`), resolve the question against their queries (`rag.voice.followup.Resolver`; ``resolver`` from
     `follow_up_resolver`), answer the resolved query (`answer_query`) and record the turn (``caller``: the
-    caller id, stored only as a keyed hash). A follow-up is never answered with the sentence its antecedent
-    turn was (the caller heard it already), unless that sentence holds the kind of answer the follow-up's own
-    words ask for ("and how long does it take" after "A tune-up costs $60 and takes about 90 minutes.": a duration,
-    `rag.voice.selection.ASKS` / ``HOLDS``). A follow-up with nothing to lean on is not answered: it says
+    caller id, stored only as a keyed hash). What a follow-up adds (`rag.voice.followup.Resolution.focus`) is held
+    by the sentence said where a retrieved one holds it ("and checks" gets the sentence naming checks). A follow-up
+    is never answered with the sentence its antecedent turn was (the caller heard it already), unless that sentence
+    holds the kind of answer the follow-up's own words ask for ("and how long does it take" after "A tune-up costs
+    $60 and takes about 90 minutes.": a duration, `rag.voice.selection.ASKS` / ``HOLDS``) or what it adds ("and
+    checks" after "We accept cash, credit cards and checks."). A follow-up with nothing to lean on is not answered: it says
     ``memory.clarify`` (status refused, reason no_antecedent). A refused turn is nothing to lean on: what the gate
     would not answer (a greeting, a garbled or off-KB question) is no topic for the next turn (chosen on the clinic
     dialogues, 2026-12-03: grounded-but-wrong follow-ups 13 -> 11, accuracy unchanged; README).
@@ -261,9 +263,11 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
     else:  # a follow-up asks for something new: not the sentence its antecedent was answered with, unless it holds it
         last = topics[-1].say if res.antecedent is not None else ""
         repeat_ok = any(r.search(question.lower()) and HOLDS[t].search(last) for t, r in ASKS.items())
-        said = frozenset(split_sentences(last)) if last and not repeat_ok else frozenset()  # a mention and a KB sentence
+        said = frozenset(s for s in split_sentences(last) if not res.focus.intersection(terms(s))) \
+            if last and not repeat_ok else frozenset()  # a mention and a KB sentence
         final, row = answer_query(res.query, p, gate, url, kb, start, said,
-                                  recalled_memory(res.query, topics, config.evidence_policy(p)) if url else ())
+                                  recalled_memory(res.query, topics, config.evidence_policy(p)) if url else (),
+                                  res.focus)
     if used and final["status"] != "refused":
         final = {**final, "say": f"{mention(used, rules)} {final['say']}", "preferences": [list(u) for u in used]}
     memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
