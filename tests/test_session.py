@@ -249,3 +249,19 @@ def test_what_a_follow_up_adds_is_in_what_is_said(tmp_path, monkeypatch, capsys)
     assert [t["resolved_as"] for t in turns] == ["standalone", "ellipsis", "opener"]
     assert [t["say"] for t in turns] == ["We accept cash, credit cards and checks."] * 2 + [
         "We send a receipt by email after every visit."]
+
+
+def test_a_follow_up_refused_as_merged_is_asked_again_in_its_own_words(tmp_path, monkeypatch, capsys):
+    # the clinic: "what about the chest pain" after a video-visit price is searched as "how much do visits cost the
+    # chest pain", which is refused; its focus ("chest", "pain") alone finds the emergency sentence
+    from conftest import ROOT
+
+    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("how much do video visits cost\nwhat about the chest pain\n"))
+    assert main(["chat", "--kb", str(ROOT / "fixtures" / "voice" / "kb"), "--llm-url", DOWN,
+                 "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
+    turn = chat_turns(capsys.readouterr().out)[1]
+    assert (turn["resolved_as"], turn["query"]) == ("opener", "how much do visits cost the chest pain")
+    assert turn["say"] == "If you have chest pain or trouble breathing, call 911." and turn["status"] == "extractive"
+    assert turn["reason"].startswith("own_words; ")
