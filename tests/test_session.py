@@ -8,6 +8,8 @@ import pytest
 from rag.__main__ import main
 from rag.memory import open_store
 
+from conftest import ROOT
+
 DOWN = "http://127.0.0.1:9"  # nothing listens there: every answer is the verified extractive fallback
 CLARIFY = "Sorry, what would you like to know about that?"
 
@@ -215,7 +217,21 @@ def test_ctrl_c_ends_the_call_like_an_empty_line(call, monkeypatch, capsys, smal
     assert (got["resolved_as"], got["say"]) == ("opener", "We are closed on Sunday.")
 
 
-def test_a_follow_up_hears_the_same_sentence_again_when_it_holds_what_is_now_asked(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def chat_on(tmp_path, monkeypatch, capsys):
+    """``chat_on(kb folder, lines)``: the turns (JSON) of one `rag chat` call on that KB, LLM down, no memory server."""
+    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+    def run(kb, lines):
+        monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+        assert main(["chat", "--kb", str(kb), "--llm-url", DOWN, "--cache-dir", str(tmp_path / "cache"),
+                     "--json"]) == 0
+        return chat_turns(capsys.readouterr().out)
+    return run
+
+
+def test_a_follow_up_hears_the_same_sentence_again_when_it_holds_what_is_now_asked(tmp_path, chat_on):
     # the bike shop's one sentence holds the price and the duration: "and how long does it take" after the price
     # must not be pushed to another sentence (the never-repeat rule yields when the sentence holds the asked type)
     kb = tmp_path / "bikes"
@@ -225,43 +241,25 @@ def test_a_follow_up_hears_the_same_sentence_again_when_it_holds_what_is_now_ask
     (kb / "rentals.md").write_text("# Rentals\n\nA city bike rents for $25 a day. Helmets are included.\n")
     (kb / "hours.md").write_text("# Hours\n\nThe shop is open from 9 a.m. to 6 p.m. every day except Monday.\n")
     (kb / "repairs.md").write_text("# Repairs\n\nA flat tire repair costs $15. Most repairs are done the same day.\n")
-    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr("sys.stdin", io.StringIO("how much is a tune up\nand how long does it take\n"))
-    assert main(["chat", "--kb", str(kb), "--llm-url", DOWN, "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
-    turns = chat_turns(capsys.readouterr().out)
+    turns = chat_on(kb, ["how much is a tune up", "and how long does it take"])
     assert [t["say"] for t in turns] == ["A basic tune-up costs $60 and takes about 90 minutes."] * 2
     assert turns[1]["resolved_as"] == "ellipsis"
 
 
-def test_what_a_follow_up_adds_is_in_what_is_said(tmp_path, monkeypatch, capsys):
+def test_what_a_follow_up_adds_is_in_what_is_said(chat_on):
     # Harbor Dental (a choose KB): "and checks" is merged with the card question, whose sentence the caller just
     # heard; it names checks, so it is said again (not "Bring a photo ID and your insurance card.", where the
     # merged query's "cards" led); "what about a receipt" gets the sentence naming a receipt, not the card one
-    from conftest import ROOT
-
-    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr("sys.stdin", io.StringIO("you take credit cards\nand checks\nwhat about a receipt\n"))
-    assert main(["chat", "--kb", str(ROOT / "fixtures" / "dental" / "kb"), "--llm-url", DOWN,
-                 "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
-    turns = chat_turns(capsys.readouterr().out)
+    turns = chat_on(ROOT / "fixtures" / "dental" / "kb", ["you take credit cards", "and checks", "what about a receipt"])
     assert [t["resolved_as"] for t in turns] == ["standalone", "ellipsis", "opener"]
     assert [t["say"] for t in turns] == ["We accept cash, credit cards and checks."] * 2 + [
         "We send a receipt by email after every visit."]
 
 
-def test_a_follow_up_refused_as_merged_is_asked_again_in_its_own_words(tmp_path, monkeypatch, capsys):
+def test_a_follow_up_refused_as_merged_is_asked_again_in_its_own_words(chat_on):
     # the clinic: "what about the chest pain" after a video-visit price is searched as "how much do visits cost the
     # chest pain", which is refused; its focus ("chest", "pain") alone finds the emergency sentence
-    from conftest import ROOT
-
-    for var in ("RAG_MEMORY_URL", "RAG_MEMORY_ARCHIVE_URL", "RAG_CALLER_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr("sys.stdin", io.StringIO("how much do video visits cost\nwhat about the chest pain\n"))
-    assert main(["chat", "--kb", str(ROOT / "fixtures" / "voice" / "kb"), "--llm-url", DOWN,
-                 "--cache-dir", str(tmp_path / "cache"), "--json"]) == 0
-    turn = chat_turns(capsys.readouterr().out)[1]
+    turn = chat_on(ROOT / "fixtures" / "voice" / "kb", ["how much do video visits cost", "what about the chest pain"])[1]
     assert (turn["resolved_as"], turn["query"]) == ("opener", "how much do visits cost the chest pain")
     assert turn["say"] == "If you have chest pain or trouble breathing, call 911." and turn["status"] == "extractive"
     assert turn["reason"].startswith("own_words; ")
