@@ -1,7 +1,7 @@
 """Stage selection: what each answer-selection design (`select.design` values, `rag.voice.selection`) says, per set.
 
 Sets (`selection_sets.selection_answers`): the clinic fixture (its tables on: the KB they were written for), the
-second choose KB (Harbor Dental, tables off), the held-out vet KB clean and noisy (tables off: `verify.slots` and
+second and third choose KBs (Harbor Dental, Riverside Hair Studio; tables off), the held-out vet KB clean and noisy (tables off: `verify.slots` and
 `verify.answer_types` are the clinic's), and the near-miss sets (`select.near_miss`, typed and recogniser forms:
 every question must be refused). The gate is the clinic's (the shipped models/gate.json), applied unchanged. LLM
 off: the extractive pick speaks. LLM on (``*_llm_on``): the LLM's replies of the answer stage (clinic) and of stage
@@ -87,7 +87,7 @@ def run():
     out["chosen"], out["judge"] = s["design"], s["judge"]
     write_json(VOICE_METRICS / "selection.json", out)
     sweep_rows = [[d, t, *(f"{r[n]['factual_accuracy']:.3f} / {r[n]['grounded_wrong_said']} / {r[n]['answerable_refused']}"
-                           for n in ("clinic", "dental", "vet_clean", "vet_noisy")),
+                           for n in ("clinic", "dental", "salon", "vet_clean", "vet_noisy")),
                    *(f"{r[n]['refused']:.3f}" for n in runs if n.startswith("near_miss"))]
                   for d, by_t in sweep.items() for t, r in by_t.items()]
     cols = ("factual_accuracy", "grounded_wrong_said", "answerable_refused", "refused", "n_llm")
@@ -97,7 +97,7 @@ def run():
                   for n, r in by_set.items()]
     write_text(VOICE_METRICS / "selection.md",
                "Answer selection per design (LLM off unless named; vet and HeySQuAD never tuned on; tables off on "
-               "the dental and vet KBs)\n\n" + markdown_table(["design", "set", "factual accuracy", "grounded wrong said",
+               "the dental, salon and vet KBs)\n\n" + markdown_table(["design", "set", "factual accuracy", "grounded wrong said",
                                                    "answerable refused", "near miss refused", "LLM answers said"],
                                                   rows)
                + f"\nThe rules pick with the LLM on, each design as `select.judge` (rules: the verifier alone; shipped: "
@@ -109,7 +109,7 @@ def run():
                                 [[d, *out[d]["heysquad_report_half"].values()] for d in selection.DESIGNS])
                + "\nEvery min_score of `select.min_score_grid` (accuracy / grounded wrong said / answerable refused; "
                  "near misses refused):\n\n"
-               + markdown_table(["design", "min_score", "clinic", "dental", "vet clean", "vet noisy",
+               + markdown_table(["design", "min_score", "clinic", "dental", "salon", "vet clean", "vet noisy",
                                  *(n.removeprefix("near_miss_") for n in runs if n.startswith("near_miss"))], sweep_rows)
                + "\nEach learned design's min_score chosen from the grid on the two choose KBs' recogniser sets "
                  f"({', '.join(CHOOSE_SETS)}; utility: right said - grounded wrong said - near misses said; ties: the "

@@ -27,19 +27,23 @@ def min_score_on_choose_sets(by_min_score: dict, runs: dict) -> tuple[str, dict]
 
 def set_sources(p: dict) -> dict:
     """``{set name: (kb name, its params, questions file, typed)}`` of every set of stage selection: the clinic
-    fixture (its tables on), the second choose KB (``select.dental``: Harbor Dental, tables off, `tables_off`), the
-    held-out vet KB clean and noisy (tables off) and the near-miss sets (``select.near_miss``; ``typed``: the words
-    as said, ``spoken``, stand for what the recogniser heard)."""
+    fixture (its tables on), the second and third choose KBs (``select.dental``: Harbor Dental, ``select.salon``:
+    Riverside Hair Studio; tables off, `tables_off`), the held-out vet KB clean and noisy (tables off) and the
+    near-miss sets (``select.near_miss``; ``typed``: the words as said, ``spoken``, stand for what the recogniser
+    heard)."""
     a, s = p["abstain"], p["select"]
     return {
         "clinic": ("clinic", p, ROOT / p["voice"]["queries"], False),
         "dental": ("dental", tables_off(p), ROOT / s["dental"]["queries"], False),
+        "salon": ("salon", tables_off(p), ROOT / s["salon"]["queries"], False),
         "vet_clean": ("vet", tables_off(p), ROOT / a["transfer_queries"]["clean"], False),
         "vet_noisy": ("vet", tables_off(p), ROOT / a["transfer_queries"]["noisy"], False),
         "near_miss_clinic_typed": ("clinic", p, ROOT / s["near_miss"]["clinic"], True),
         "near_miss_clinic_asr": ("clinic", p, ROOT / s["near_miss"]["clinic"], False),
         "near_miss_dental_typed": ("dental", tables_off(p), ROOT / s["near_miss"]["dental"], True),
         "near_miss_dental_asr": ("dental", tables_off(p), ROOT / s["near_miss"]["dental"], False),
+        "near_miss_salon_typed": ("salon", tables_off(p), ROOT / s["near_miss"]["salon"], True),
+        "near_miss_salon_asr": ("salon", tables_off(p), ROOT / s["near_miss"]["salon"], False),
         "near_miss_vet_typed": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_clean"], True),
         "near_miss_vet_clean": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_clean"], False),
         "near_miss_vet_noisy": ("vet", tables_off(p), ROOT / s["near_miss"]["vet_noisy"], False),
@@ -49,8 +53,8 @@ def set_sources(p: dict) -> dict:
 def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> tuple[dict, dict, dict]:
     """The sets of stage selection and their answer rows (`rag.voice.pipeline.step_answer`, LLM at ``url``; None:
     down), the shipped gate (models/gate.json) applied unchanged. Returns ``(kbs, sets, answers)``: ``kbs`` is
-    ``{"clinic" | "dental" | "vet": (PassageIndex, {doc: text})}`` (``voice.kb``, ``select.dental.kb``,
-    ``abstain.transfer_kb``; quarantined
+    ``{"clinic" | "dental" | "salon" | "vet": (PassageIndex, {doc: text})}`` (``voice.kb``, ``select.dental.kb``,
+    ``select.salon.kb``, ``abstain.transfer_kb``; quarantined
     paragraphs left out), ``sets`` ``{name: (kb, params, queries)}``, ``answers`` ``{name: rows}`` for every set
     not in ``skip``.
 
@@ -67,6 +71,7 @@ def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> t
     gate = Gate.load(GATE_PATH)
     kbs = {n: (PassageIndex.from_folder(ROOT / kb, config.hybrid_config(p), allowed(p)), load_kb(ROOT / kb, allowed(p)))
            for n, kb in (("clinic", p["voice"]["kb"]), ("dental", p["select"]["dental"]["kb"]),
+                         ("salon", p["select"]["salon"]["kb"]),
                         ("vet", p["abstain"]["transfer_kb"]))}
     sets = {name: (kb, q_p, [{**q, "asr": q["spoken"]} if typed else q for q in load_queries(path)])
             for name, (kb, q_p, path, typed) in set_sources(p).items()}

@@ -17,6 +17,8 @@ JOBS = [  # (questions, output, noisy: pink noise at params.yaml transcribe.nois
     ("fixtures/transfer/near_miss.jsonl", "fixtures/transfer/near_miss_queries_noisy.jsonl", True),
     ("fixtures/dental/questions.jsonl", "fixtures/dental/queries.jsonl", False),
     ("fixtures/dental/near_miss.jsonl", "fixtures/dental/near_miss_queries.jsonl", False),
+    ("fixtures/salon/questions.jsonl", "fixtures/salon/queries.jsonl", False),
+    ("fixtures/salon/near_miss.jsonl", "fixtures/salon/near_miss_queries.jsonl", False),
 ]
 
 
