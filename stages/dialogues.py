@@ -1,4 +1,5 @@
-"""Stage dialogues (issue 13): multi-turn calls on the clinic, dental and vet KBs, turn by turn, per follow-up variant.
+"""Stage dialogues (issue 13): multi-turn calls on the clinic, dental, salon and vet KBs, turn by turn, per follow-up
+variant.
 
 Input: fixtures/dialogues/queries.jsonl (turns in order; `asr` of what was said in the call, `standalone_asr` of the
 same question asked alone). Variants of what a turn searches for:
@@ -14,9 +15,10 @@ same question asked alone). Variants of what a turn searches for:
   (`rag.memory.recall`; one of params `memory.recall_grid`, picked on the choose KBs' dialogues pooled: most turns
   right, then fewest tokens; the vet dialogues report it). Tokens: WordPiece tokens of what is searched (question
   plus memory).
-The clinic's tables apply on the clinic, none on the dental and vet KBs (as stage selection). LLM off: the
+The clinic's tables apply on the clinic, none on the dental, salon and vet KBs (as stage selection). LLM off: the
 extractive pick speaks. Choose sets (CHOOSE): the clinic dialogues, where the follow-up cues were written, and since
-2026-12-05 the Harbor Dental dialogues (`select.dental.kb`); the vet dialogues are the report set.
+2026-12-05 the Harbor Dental (`select.dental.kb`) and Riverside Hair Studio (`select.salon.kb`) dialogues; the vet
+dialogues are the report set.
 Writes metrics/voice/dialogues.json and dialogues.md (tables and every session turn that went wrong).
 """
 import time
@@ -44,15 +46,16 @@ from rag.retrieval.sentences import SentenceIndex
 DIALOGUES = ROOT / "fixtures" / "dialogues" / "queries.jsonl"
 FIELDS = ("dialogue", "kb", "turn", "id", "asr", "standalone_asr", "kind", "relevant", "answerable", "facts")
 FOLLOW_UPS = ("opener", "pronoun", "ellipsis")
-CHOOSE = ("clinic", "dental")  # dialogues that choose settings; the rest (vet) only report
+CHOOSE = ("clinic", "dental", "salon")  # dialogues that choose settings; the rest (vet) only report
 VARIANTS = ("no_memory", "last_turn", "full_history", "selective", "opener_rule", "session", "standalone")
 
 
 def open_kbs(p: dict) -> dict:
-    """``{name: (KnowledgeBase, its params)}`` for the clinic (tables on), the dental and the vet KB (tables off),
-    in that order (the choose KBs first)."""
+    """``{name: (KnowledgeBase, its params)}`` for the clinic (tables on), the dental, salon and vet KBs (tables
+    off), in that order (the choose KBs first)."""
     out = {}
     for name, folder, q_p in (("clinic", p["voice"]["kb"], p), ("dental", p["select"]["dental"]["kb"], tables_off(p)),
+                              ("salon", p["select"]["salon"]["kb"], tables_off(p)),
                               ("vet", p["abstain"]["transfer_kb"], tables_off(p))):
         hc = config.hybrid_config(q_p)
         docs = load_kb(ROOT / folder, allowed(q_p))
@@ -211,7 +214,7 @@ def run():
                 m["search_tokens"]] for n in kbs for c, m in out[n]["selective_by_cosine"].items()]
     write_text(VOICE_METRICS / "dialogues.md",
                "Multi-turn calls, per turn (recogniser transcripts, LLM off; clinic: cues written on it, tables on; "
-               "dental: a second choose KB, tables off; vet: held out, tables off)\n\n"
+               "dental, salon: the second and third choose KBs, tables off; vet: held out, tables off)\n\n"
                + markdown_table(["KB", "variant", "turns", "n", "recall@1", "recall@3", "factual accuracy",
                                  "grounded wrong said", "answerable refused", "no-antecedent answered",
                                  "search tokens"], table)

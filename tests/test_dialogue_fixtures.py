@@ -13,7 +13,7 @@ from conftest import ROOT
 
 DIR = ROOT / "fixtures" / "dialogues"
 KB_DIRS = {"clinic": ROOT / "fixtures" / "voice" / "kb", "vet": ROOT / "fixtures" / "transfer" / "kb",
-           "dental": ROOT / "fixtures" / "dental" / "kb"}
+           "dental": ROOT / "fixtures" / "dental" / "kb", "salon": ROOT / "fixtures" / "salon" / "kb"}
 KINDS = {"first", "opener", "pronoun", "ellipsis", "switch", "no_antecedent"}
 FIELDS = ["dialogue", "kb", "turn", "id", "spoken", "standalone", "kind", "relevant", "answerable", "facts"]
 MIN_PER_KB = {"opener": 3, "pronoun": 3, "ellipsis": 3, "switch": 2, "no_antecedent": 2}
