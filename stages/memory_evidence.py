@@ -2,10 +2,10 @@
 turns of a call given to the LLM as evidence ([memory n], `rag.memory.recall`), compared with the LLM on.
 
 The multi-turn dialogues of stage dialogues (clinic: tables on, and dental and salon: tables off, the choose sets the
-recall threshold is picked on; vet: tables off, the report set) run turn by turn through `rag.voice.pipeline.answer_turn` (a session in an in-memory
-SQLite store: follow-ups resolved as shipped, so every variant searches the same query). The LLM answers every turn
-after a dialogue's first (the first has no memory: it is the same call in every variant, so it is answered LLM off);
-only what its prompt holds of the call changes, one variant of ``memory.evidence_eval.variants`` each
+recall threshold is picked on; vet: tables off, the report set) run turn by turn through
+`rag.voice.pipeline.answer_turn` (a session in an in-memory SQLite store: follow-ups resolved as shipped, so every
+variant searches the same query). The LLM answers every turn after a dialogue's first (the first has no memory: it is
+the same call in every variant, so it is answered LLM off); only what its prompt holds of the call changes, one variant of ``memory.evidence_eval.variants`` each
 (``[min_cosine, max_items]``, `rag.memory.recall.EvidencePolicy`; ``selective`` is the shipped ``memory.evidence``).
 Each variant on its own cold local server (``memory.evidence_eval.model``, prompt cache off, temperature 0, no turn
 deadline: a slow call is measured, not cut). What is said passes the verifier and the judge as shipped.
@@ -102,7 +102,8 @@ def markdown(out: dict, kbs: list[str], variants: list[str]) -> str:
     def cell(c, x):
         return f"{x:.3f}" if c == "factual_accuracy" else ("" if x is None else f"{x:.0f}")
     return (f"Earlier turns as LLM evidence ([memory n]), {out['model']} on {out['threads']} threads, every turn after "
-            f"a dialogue's first (clinic, dental, salon: the threshold's choose sets; vet: report set; tables off but on the clinic). Runtime "
+            f"a dialogue's first (clinic, dental, salon: the threshold's choose sets; vet: report set; tables off but on "
+            f"the clinic). Runtime "
             f"{out['runtime_s']:.0f} s.\n\n"
             + markdown_table(["KB", "variant [min_cosine, max_items]", *cols],
                              [[k, f"{v} {out['variants'][v]}", *(cell(c, out[k][v][c]) for c in cols)]

@@ -1,8 +1,8 @@
 """Stage selection: what each answer-selection design (`select.design` values, `rag.voice.selection`) says, per set.
 
 Sets (`selection_sets.selection_answers`): the clinic fixture (its tables on: the KB they were written for), the
-second and third choose KBs (Harbor Dental, Riverside Hair Studio; tables off), the held-out vet KB clean and noisy (tables off: `verify.slots` and
-`verify.answer_types` are the clinic's), and the near-miss sets (`select.near_miss`, typed and recogniser forms:
+second and third choose KBs (Harbor Dental, Riverside Hair Studio; tables off), the held-out vet KB clean and noisy
+(tables off: `verify.slots` and `verify.answer_types` are the clinic's), and the near-miss sets (`select.near_miss`, typed and recogniser forms:
 every question must be refused). The gate is the clinic's (the shipped models/gate.json), applied unchanged. LLM
 off: the extractive pick speaks. LLM on (``*_llm_on``): the LLM's replies of the answer stage (clinic) and of stage
 selection_llm (every other set), judged by the design itself, or under ``rules`` by ``select.judge``;
