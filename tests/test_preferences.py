@@ -62,6 +62,15 @@ def test_grounded_keeps_only_values_the_caller_said(rules):
     ("my wife has cigna but I don't have any insurance", {"insurance": "cigna"}, {}),
     ("my daughter has a cat but I'm calling about my dog", {"pet": "cat"}, {}),
     ("my daughter has a cat but I'm calling about my dog", {"pet": "dog"}, {"pet": "dog"}),
+    # what the caller no longer has, or does not have, is not theirs now (report set r05 was told "cigna")
+    ("I used to have cigna but now I have medicare", {"insurance": "cigna"}, {}),
+    ("I used to have cigna but now I have medicare", {"insurance": "medicare"}, {"insurance": "medicare"}),
+    ("my insurance is not aetna anymore, I switched to humana", {"insurance": "aetna"}, {}),
+    ("my insurance is not aetna anymore, I switched to humana", {"insurance": "humana"}, {"insurance": "humana"}),
+    ("I don't have a dog, I have a cat", {"pet": "dog"}, {}),
+    ("I don't have a dog, I have a cat", {"pet": "cat"}, {"pet": "cat"}),
+    ("we no longer have the cat", {"pet": "cat"}, {}),
+    ("my cat is no longer with us", {"pet": "cat"}, {}),
 ])
 def test_only_what_the_caller_states_as_theirs_is_kept(rules, heard, record, kept):
     got, dropped = grounded(record, [heard], rules)

@@ -27,6 +27,9 @@ _FIRST_PERSON = frozenset("i im ive id ill we weve wed me myself us".split())  #
 _POSSESSIVE = frozenset(("my", "our"))
 _OPENS_PHRASE = frozenset(("a", "an", "the", "my", "our"))  # a noun phrase starts here: "a small dog"
 _CLAUSE = re.compile(r"[,.;:!?]+|\b(?:but|and|because|so|while|though|although)\b", re.I)
+# A clause with one of these says what is not, or no longer, the caller's ("I used to have cigna", "I don't have a dog").
+_NOT_NOW = re.compile(r"\b(?:used to|no longer|any ?more|formerly|previously|not|never|no|dont|doesnt|didnt|"
+                      r"isnt|wasnt|arent|havent|hasnt|cant|wont)\b")
 
 SYSTEM_PROMPT = ("You read what a caller said on a phone call and fill in a form about the caller. Fill a field only "
                  "with the words the caller used to state a fact about themselves. Leave it \"\" when the caller did "
@@ -73,12 +76,14 @@ def summary_messages(heard: Sequence[str], rules: PreferenceRules) -> list[dict]
 
 def owned_clauses(heard: Sequence[str], rules: PreferenceRules) -> list[list[str]]:
     """The clauses of the caller's turns (split at punctuation and at but / and / because / so / while / though)
-    in which the caller states something about themselves, as lower-case word lists, each led by "<own>" or
-    "<other>" (an apposition opening with a / an joins the clause before it): after skipping
+    in which the caller states something about themselves, as lower-case word lists, each led by "<own>",
+    "<other>" or "<not>" (an apposition opening with a / an joins the clause before it): after skipping
     ``rules.skip_words``, a clause that opens with a question word states nothing; one that opens with "my W" /
     "our W" is about someone else ("my sister has two dogs") unless W is a field's name or referent word ("my
     insurance is blue cross"), when it is the caller's; any other clause is the caller's only with a first-person
-    word (I, I'm, we, me, ...). "my cat luna needs her shots" (W the value itself) is judged by `grounded`."""
+    word (I, I'm, we, me, ...). A clause that says what is not, or no longer, the caller's (`_NOT_NOW`: "I used to
+    have cigna", "my insurance is not aetna", "I don't have a dog") is led by "<not>": nothing in it is kept.
+    "my cat luna needs her shots" (W the value itself) is judged by `grounded`."""
     names = {w for refs in rules.referents.values() for r in refs for w in _words(r)} | {
         w for f in rules.fields for w in _words(f)}
     out = []
@@ -93,10 +98,11 @@ def owned_clauses(heard: Sequence[str], rules: PreferenceRules) -> list[list[str
             elif head[0] in ("a", "an") and last is not None:
                 last.extend(head)
             elif head[0] in _POSSESSIVE and len(head) > 1:
-                last = ["<own>" if head[1] in names else "<other>", *head]
+                last = ["<not>" if _NOT_NOW.search(" ".join(head)) else "<own>" if head[1] in names else "<other>",
+                        *head]
                 out.append(last)
             elif _FIRST_PERSON & set(head):
-                last = ["<own>", *head]
+                last = ["<not>" if _NOT_NOW.search(" ".join(head)) else "<own>", *head]
                 out.append(last)
             else:
                 last = None
@@ -119,7 +125,7 @@ def grounded(record: Mapping[str, str], heard: Sequence[str], rules: PreferenceR
         words = [w for w in _words(value) if w not in _FILLER]
         missing = [w for w in words if not _said(w, said)]
         names = {w for r in rules.referents[field] for w in _words(r)} | set(_words(field))
-        owned = [c for c in clauses if c[0] == "<own>" or _said(c[2], set(words))]
+        owned = [c for c in clauses if c[0] == "<own>" or (c[0] == "<other>" and _said(c[2], set(words)))]
         if missing:
             dropped[field] = "not said: " + " ".join(missing)
         elif not words or all(_said(w, names) for w in words):

@@ -272,11 +272,12 @@ def answer_turn(question: str, session: str, memory: "Memory", p: Mapping, gate:
         final, row = answer_query(res.query, p, gate, url, kb, start, said,
                                   recalled_memory(res.query, topics, config.evidence_policy(p)) if url else (),
                                   res.focus)
-        own = " ".join(normalise(asked, resolver.rewrite))
-        if res.focus and final["status"] == "refused" and own and own != res.query:  # the caller's words alone
-            again, again_row = answer_query(own, p, gate, url, kb, start)
-            if again["status"] != "refused":
-                final, row = {**again, "reason": f"own_words; {again['reason']}"}, again_row
+        if res.focus and final["status"] == "refused":  # asked again in the caller's words alone
+            own = " ".join(normalise(asked, resolver.rewrite))
+            if own and own != res.query:
+                again, again_row = answer_query(own, p, gate, url, kb, start)
+                if again["status"] != "refused":
+                    final, row = {**again, "reason": f"own_words; {again['reason']}"}, again_row
     if used and final["status"] != "refused":
         final = {**final, "say": f"{mention(used, rules)} {final['say']}", "preferences": [list(u) for u in used]}
     memory.record(Turn(session=session, n=history[-1].n + 1 if history else 1, heard=question, query=res.query,
