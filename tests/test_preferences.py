@@ -71,6 +71,10 @@ def test_grounded_keeps_only_values_the_caller_said(rules):
     ("I don't have a dog, I have a cat", {"pet": "cat"}, {"pet": "cat"}),
     ("we no longer have the cat", {"pet": "cat"}, {}),
     ("my cat is no longer with us", {"pet": "cat"}, {}),
+    ("I have no dog", {"pet": "dog"}, {}),
+    # a "no" opening the clause answers the call taker: the rest is still the caller's
+    ("yeah no I have aetna", {"insurance": "aetna"}, {"insurance": "aetna"}),
+    ("no no I have aetna", {"insurance": "aetna"}, {"insurance": "aetna"}),
 ])
 def test_only_what_the_caller_states_as_theirs_is_kept(rules, heard, record, kept):
     got, dropped = grounded(record, [heard], rules)

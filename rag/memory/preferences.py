@@ -27,9 +27,10 @@ _FIRST_PERSON = frozenset("i im ive id ill we weve wed me myself us".split())  #
 _POSSESSIVE = frozenset(("my", "our"))
 _OPENS_PHRASE = frozenset(("a", "an", "the", "my", "our"))  # a noun phrase starts here: "a small dog"
 _CLAUSE = re.compile(r"[,.;:!?]+|\b(?:but|and|because|so|while|though|although)\b", re.I)
-# A clause with one of these says what is not, or no longer, the caller's ("I used to have cigna", "I don't have a dog").
-_NOT_NOW = re.compile(r"\b(?:used to|no longer|any ?more|formerly|previously|not|never|no|dont|doesnt|didnt|"
-                      r"isnt|wasnt|arent|havent|hasnt|cant|wont)\b")
+# A clause with one of these says what is not, or no longer, the caller's ("I used to have cigna", "I don't have a dog");
+# a "no" that opens the clause answers the call taker ("no, I have aetna") and is not one.
+_NOT_NOW = re.compile(r"(?<!^)(?<!^no )\bno\b|\b(?:used to|no longer|any ?more|formerly|previously|not|never|dont|doesnt|"
+                      r"didnt|isnt|wasnt|arent|havent|hasnt|cant|wont)\b")
 
 SYSTEM_PROMPT = ("You read what a caller said on a phone call and fill in a form about the caller. Fill a field only "
                  "with the words the caller used to state a fact about themselves. Leave it \"\" when the caller did "
