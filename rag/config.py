@@ -211,7 +211,9 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
                           min_sentence_cosine=number(p, "answer", "min_sentence_cosine"),
                           sentence_stemmer=text(p, "answer", "sentence_stemmer"),
                           sentence_fusion=text(p, "answer", "sentence_fusion"),
-                          deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"))
+                          deadline_s=number(p, "answer", "deadline_s"), reserve_s=number(p, "answer", "reserve_s"),
+                          context=text(p, "llm", "context"),
+                          context_max_chars=number(p, "llm", "context_max_chars", int, at_least=1))
 
 
 def min_scores(p: Mapping) -> dict[str, float]:

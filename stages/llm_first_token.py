@@ -1,13 +1,15 @@
 """Stage llm_first_token (issue 12's latency goal; FROZEN: needs the .[llm] extra): how soon a packaged model starts
 answering a clinic turn, cold and warm, per thread count -> metrics/voice/llm_first_token.{json,md}.
 
-For each of ``llm_first_token.threads``: a fresh local server (``llm_first_token.model``, RAM prompt cache on:
+For each of ``llm_first_token.contexts`` (``llm.context``: what the model is shown, `rag.voice.answer.shown_documents`)
+and each of ``llm_first_token.threads``: a fresh local server (``llm_first_token.model``, RAM prompt cache on:
 ``llm.cache_ram_mib``, one slot) is started and timed (``start_s``: process start to /health ok, the model read from
 disk); then every clinic question (``voice.queries``, rewritten as the chain does) is asked once through
 `rag.voice.answer.answer_row` (the chain's prompt, schema and ``answer.mode``; the gate is not applied, so every
 question calls the model; no turn deadline), then each once more. Reported: the first request's first token
-(``cold``: nothing cached), the other first requests (``warm``: model loaded, the system prompt cached, the
-question and its passages new: what a caller's turn costs) and the repeats (``repeated``: the whole prompt
+(``cold``: nothing cached; with context ``knowledge_base`` the whole KB is read then), the other first requests
+(``warm``: model loaded, the system prompt cached, the question and its passages new (``retrieved``) or the question
+alone new (``knowledge_base``): what a caller's turn costs) and the repeats (``repeated``: the whole prompt
 cached, as a benchmark that asks one prompt again measures), first token and total p50/p95 ms, and llama.cpp's
 prompt tokens evaluated (``prompt_n``) per call. The load average before each server start is recorded.
 """
@@ -38,11 +40,12 @@ def run() -> None:
     queries = load_queries(ROOT / p["voice"]["queries"])
     texts = rewrite_queries(queries, config.rewrite_rules(p, index.passages))
     vectors = embed_texts(texts)
-    settings = config.answer_settings({**p, "answer": {**p["answer"], "deadline_s": 0}}, 0.0)
     out = {"model": f["model"], "answer_mode": p["answer"]["mode"], "cache_ram_mib": int(p["llm"]["cache_ram_mib"]),
            "questions": len(queries), "runs": {}}
     rows = []
-    for threads in f["threads"]:
+    for context, threads in ((c, t) for c in f["contexts"] for t in f["threads"]):
+        settings = config.answer_settings({**p, "answer": {**p["answer"], "deadline_s": 0},
+                                           "llm": {**p["llm"], "context": context}}, 0.0)
         llm = {**p["llm"], "local_model": f["model"], "threads": int(threads), "n_parallel": 1}
         load = os.getloadavg()
         started = time.perf_counter()
@@ -64,24 +67,24 @@ def run() -> None:
                     "prompt_n_median": sorted(c["prompt_n"] or 0 for c in cs)[len(cs) // 2],
                     "errors": sum(c["error"] is not None for c in cs)}
 
-        run_ = {"threads": int(threads), "start_s": round(start_s, 2), "loadavg_1_5_15": [round(x, 2) for x in load],
+        run_ = {"context": context, "threads": int(threads), "start_s": round(start_s, 2), "loadavg_1_5_15": [round(x, 2) for x in load],
                 "cold": stats(cold), "warm": stats(warm), "repeated": stats(repeated), "calls": calls}
-        out["runs"][str(threads)] = run_
+        out["runs"][f"{context}/{threads}"] = run_
         for name in ("cold", "warm", "repeated"):
             s = run_[name]
-            rows.append([threads, run_["start_s"], name, s["first_token_ms"]["n"],
+            rows.append([context, threads, run_["start_s"], name, s["first_token_ms"]["n"],
                          f"{s['first_token_ms']['p50']:.0f} / {s['first_token_ms']['p95']:.0f}",
                          f"{s['total_ms']['p50']:.0f} / {s['total_ms']['p95']:.0f}", s["prompt_n_median"],
                          s["errors"]])
-        print(f"llm_first_token: {threads} thread(s) done, {time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"llm_first_token: {context}, {threads} thread(s) done, {time.perf_counter() - t0:.0f} s", flush=True)
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(VOICE_METRICS / "llm_first_token.json", out)
     write_text(VOICE_METRICS / "llm_first_token.md",
                f"First token of {f['model']} on the {len(queries)} clinic questions (answer.mode {p['answer']['mode']}, "
-               f"prompt cache {out['cache_ram_mib']} MiB, one slot, a fresh server per thread count; cold = the first "
+               f"prompt cache {out['cache_ram_mib']} MiB, one slot, a fresh server per context and thread count; cold = the first "
                f"request, warm = the other first requests, repeated = each question asked again). Runtime "
                f"{out['runtime_s']:.0f} s.\n\n"
-               + markdown_table(["threads", "server start s", "requests", "n", "first token p50 / p95 ms",
+               + markdown_table(["llm.context", "threads", "server start s", "requests", "n", "first token p50 / p95 ms",
                                  "total p50 / p95 ms", "prompt tokens evaluated (median)", "errors"], rows))
     print(open(VOICE_METRICS / "llm_first_token.md").read())
 

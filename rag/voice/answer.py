@@ -22,6 +22,7 @@ from rag.voice.verify import (DEFAULT_VERIFY, VerifyRules, asked_types, holds_an
                              slots_conflict, split_sentences, verify)
 
 STATUSES = ("llm", "extractive", "refused")
+CONTEXTS = ("retrieved", "knowledge_base")  # `AnswerSettings.context`: what the LLM is shown
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class AnswerSettings:
     min_sentence_cosine: float = 0.0  # an extractive sentence less similar to the query is not said (refused)
     deadline_s: float = 0.0         # the whole turn's budget (0: none, only timeout_s bounds the LLM call)
     reserve_s: float = 0.0          # of it, kept for what follows the LLM call (verify, the extractive pick)
+    context: str = "retrieved"      # what the LLM is shown: `CONTEXTS` (`shown_documents`)
+    context_max_chars: int = 12000  # knowledge_base: the most characters of documents shown; a larger KB: retrieved
 
     def __post_init__(self):
         if self.deadline_s < 0 or self.reserve_s < 0 or (self.deadline_s and self.reserve_s >= self.deadline_s):
@@ -56,6 +59,10 @@ class AnswerSettings:
             raise ValueError(f"retrieval.k (passages retrieved) must be at least 1, got {self.k}")
         if self.mode not in MODES:
             raise ValueError(f"unknown retrieval mode {self.mode!r}; expected one of {MODES}")
+        if self.context not in CONTEXTS:
+            raise ValueError(f"llm.context must be one of {CONTEXTS}, got {self.context!r}")
+        if self.context_max_chars < 1:
+            raise ValueError(f"llm.context_max_chars must be at least 1, got {self.context_max_chars}")
         if self.answer_mode not in ("free", "choose"):
             raise ValueError(f"answer.mode must be free or choose, got {self.answer_mode!r}")
         if self.sentence_stemmer not in STEMMERS:
@@ -99,10 +106,24 @@ def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: Answe
     if settings.answer_mode == "choose":
         enum = list(dict.fromkeys(s for d in docs for s in split_sentences(kb[d])))
     schema = answer_schema(docs, settings.max_len, enum)
-    return ask(url, build_messages(query, [(p.doc, p.text) for p in passages], memory), schema,
+    return ask(url, build_messages(query, shown_documents(passages, kb, settings), memory), schema,
                max_tokens=settings.max_tokens, timeout_s=settings.timeout_s,
                temperature=settings.temperature, seed=settings.seed, model=settings.model,
                deadline=None if deadline is None else deadline - settings.reserve_s)
+
+
+def shown_documents(passages, kb: Mapping[str, str], settings: AnswerSettings) -> list[tuple[str, str]]:
+    """``(doc id, text)`` the LLM is shown for a question whose retrieved passages are ``passages``.
+
+    ``settings.context`` ``retrieved``: those passages, best first. ``knowledge_base``: every document of ``kb``
+    whole, in name order, the same for every question, so that llama.cpp's server reuses the prompt's computed
+    prefix (its KV cache) and reads only the question: cache-augmented generation (Chan et al. 2024, "Don't Do
+    RAG"), for a KB small enough to show. A KB of more than ``settings.context_max_chars`` characters gets the
+    retrieved passages. Either way the schema offers only the retrieved documents (and their sentences) to cite,
+    and the verifier checks the cited one: what is shown is not what may be said."""
+    if settings.context == "knowledge_base" and sum(map(len, kb.values())) <= settings.context_max_chars:
+        return sorted(kb.items())
+    return [(p.doc, p.text) for p in passages]
 
 
 def candidate_sentences(query: str, docs: Sequence[str], sentences: SentenceIndex,

@@ -1,0 +1,83 @@
+"""Stage llm_context (issue 12; FROZEN: needs the .[llm] extra): what the model is shown, ``llm.context``
+``retrieved`` (the top-k passages) against ``knowledge_base`` (every document whole, the same prompt prefix for every
+question: `rag.voice.answer.shown_documents`), through the whole chain on stage llm_models' sets (clinic as heard
+and typed, vet clean and noisy with the clinic's tables off; shipped gate, ``select`` as in params), beside the chain
+with the LLM off.
+
+One model (``llm_context.model``), ``answer.mode`` as in params, ``llm_context.threads`` threads, one slot, RAM
+prompt cache off (the slot still reuses the prefix it holds: what ``knowledge_base`` relies on), a cold server per
+context and set (so each set's first call reads its KB's prefix), no turn deadline. Writes
+metrics/voice/llm_context.json and .md (llm_models' summary per run: LLM answers kept and right, factual accuracy,
+grounded wrong said, first token and total p50 / p95 over the calls made).
+"""
+import copy
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
+from llm_models import SETS, summarise
+from rag.bench.compare import markdown_table
+from rag.io import read_jsonl, write_json, write_jsonl, write_text
+from rag.llm.server import free_port
+from rag.voice.gate import Gate
+from rag.voice.pipeline import run_chain
+
+
+def run():
+    t0 = time.perf_counter()
+    p = params()
+    c = p["llm_context"]
+    gate = Gate.load(GATE_PATH)
+    out = {"model": c["model"], "answer_mode": p["answer"]["mode"], "threads": int(c["threads"]),
+           "select_design": p["select"]["design"], "select_judge": p["select"]["judge"], "runs": {}}
+    rows = []
+    tmp = tempfile.mkdtemp()
+    for context in ["llm_off", *c["contexts"]]:
+        for name, (section, kb_key, q_keys) in SETS.items():
+            pm = copy.deepcopy(tables_off(p) if name.startswith("vet") else p)
+            pm["answer"]["deadline_s"] = 0
+            pm["llm"].update(threads=int(c["threads"]), cache_ram_mib=0, n_parallel=1)
+            if context == "llm_off":
+                pm["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
+            else:
+                pm["llm"].update(url="", local_model=c["model"], context=context)
+            path = pm
+            for k in q_keys:
+                path = ROOT / path[k] if k == q_keys[-1] else path[k]
+            if name.endswith("_typed"):
+                typed = Path(tmp) / f"{name}.jsonl"
+                write_jsonl(typed, [{**q, "asr": q["spoken"]} for q in read_jsonl(path)])
+                path = typed
+            load = os.getloadavg()
+            start = time.perf_counter()
+            result = run_chain(ROOT / pm[section][kb_key], path, pm, gate)
+            key = f"{context}/{name}"
+            r = out["runs"][key] = {**summarise(result, read_jsonl(path)),
+                                    "wall_s": round(time.perf_counter() - start, 1),
+                                    "loadavg_1_5_15": [round(x, 2) for x in load]}
+            lat = r["latency"]
+            rows.append([context, name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
+                         r["grounded_wrong_said"], r["answerable_refused"],
+                         f"{lat['first_token_ms']['p50']:.0f} / {lat['first_token_ms']['p95']:.0f}",
+                         f"{lat['total_ms']['p50']:.0f} / {lat['total_ms']['p95']:.0f}", r["wall_s"]])
+            print(key, r["kept"], r["kept_right"], r["factual_accuracy"], r["wall_s"], flush=True)
+    shutil.rmtree(tmp)
+    out["runtime_s"] = round(time.perf_counter() - t0, 1)
+    write_json(VOICE_METRICS / "llm_context.json", out)
+    write_text(VOICE_METRICS / "llm_context.md",
+               f"What {c['model']} is shown (llm.context) through the chain (answer.mode {p['answer']['mode']}, "
+               f"select.design {p['select']['design']}, select.judge {p['select']['judge']}, shipped gate, "
+               f"{c['threads']} thread(s), one slot, RAM prompt cache off, a cold server per context and set, no turn "
+               f"deadline; vet: tables off). First token over the calls made: each set's first call is cold. "
+               f"Runtime {out['runtime_s']:.0f} s.\n\n"
+               + markdown_table(["llm.context", "set", "LLM answers kept", "kept and right", "factual accuracy",
+                                 "grounded wrong said", "answerable refused", "first token p50 / p95 ms",
+                                 "total p50 / p95 ms", "wall s"], rows))
+    print(open(VOICE_METRICS / "llm_context.md").read())
+
+
+if __name__ == "__main__":
+    main(run)
