@@ -99,7 +99,8 @@ def turn_deadline(settings: AnswerSettings, start: float | None = None) -> float
 
 def ask_llm(url: str, query: str, passages, docs: Sequence[str], settings: AnswerSettings,
             kb: Mapping[str, str], deadline: float | None = None, memory: Sequence[str] = ()) -> LLMReply:
-    """One schema-bound LLM call over the retrieved passages (see `rag.llm.client.ask`), ended (and cancelled)
+    """One schema-bound LLM call citing the retrieved documents ``docs`` (shown the retrieved ``passages``, or the
+    whole ``kb`` as `shown_documents` says; see `rag.llm.client.ask`), ended (and cancelled)
     ``settings.reserve_s`` before the turn's ``deadline`` (a `time.monotonic` instant; None: only timeout_s).
     ``memory``: earlier turns of the call shown as ``[memory n]`` (`rag.llm.client.build_messages`), never a source."""
     enum = None
