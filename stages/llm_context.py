@@ -11,19 +11,16 @@ metrics/voice/llm_context.json and .md (llm_models' summary per run: LLM answers
 grounded wrong said, first token and total p50 / p95 over the calls made).
 """
 import copy
-import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 
-from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
-from llm_models import SETS, summarise
+from common import GATE_PATH, VOICE_METRICS, main, params
+from llm_models import SETS, run_set
 from rag.bench.compare import markdown_table
-from rag.io import read_jsonl, write_json, write_jsonl, write_text
+from rag.io import write_json, write_text
 from rag.llm.server import free_port
 from rag.voice.gate import Gate
-from rag.voice.pipeline import run_chain
 
 
 def run():
@@ -36,28 +33,16 @@ def run():
     rows = []
     tmp = tempfile.mkdtemp()
     for context in ["llm_off", *c["contexts"]]:
-        for name, (section, kb_key, q_keys) in SETS.items():
-            pm = copy.deepcopy(tables_off(p) if name.startswith("vet") else p)
+        for name in SETS:
+            pm = copy.deepcopy(p)
             pm["answer"]["deadline_s"] = 0
             pm["llm"].update(threads=int(c["threads"]), cache_ram_mib=0, n_parallel=1)
             if context == "llm_off":
                 pm["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
             else:
                 pm["llm"].update(url="", local_model=c["model"], context=context)
-            path = pm
-            for k in q_keys:
-                path = ROOT / path[k] if k == q_keys[-1] else path[k]
-            if name.endswith("_typed"):
-                typed = Path(tmp) / f"{name}.jsonl"
-                write_jsonl(typed, [{**q, "asr": q["spoken"]} for q in read_jsonl(path)])
-                path = typed
-            load = os.getloadavg()
-            start = time.perf_counter()
-            result = run_chain(ROOT / pm[section][kb_key], path, pm, gate)
             key = f"{context}/{name}"
-            r = out["runs"][key] = {**summarise(result, read_jsonl(path)),
-                                    "wall_s": round(time.perf_counter() - start, 1),
-                                    "loadavg_1_5_15": [round(x, 2) for x in load]}
+            r = out["runs"][key] = run_set(name, pm, gate, tmp)
             lat = r["latency"]
             rows.append([context, name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
                          r["grounded_wrong_said"], r["answerable_refused"],

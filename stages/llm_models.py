@@ -42,6 +42,26 @@ def summarise(result: dict, queries: list[dict]) -> dict:
             "answerable_refused": f["answerable_refused"], "reasons": f["reasons"], "latency": result["latency"]}
 
 
+def run_set(name: str, pm: dict, gate: Gate, tmp: str | Path) -> dict:
+    """Set ``name`` of `SETS` through the chain with params ``pm`` (``llm`` and ``answer`` as the caller set them; a
+    vet set with the clinic's tables off, a typed set's questions written under ``tmp``): `summarise`'s dict with
+    ``wall_s`` and the load average at the start."""
+    section, kb_key, q_keys = SETS[name]
+    pm = tables_off(pm) if name.startswith("vet") else pm
+    path = pm
+    for k in q_keys:
+        path = ROOT / path[k] if k == q_keys[-1] else path[k]
+    if name.endswith("_typed"):
+        typed = Path(tmp) / f"{name}.jsonl"
+        write_jsonl(typed, [{**q, "asr": q["spoken"]} for q in read_jsonl(path)])
+        path = typed
+    load = os.getloadavg()
+    start = time.perf_counter()
+    result = run_chain(ROOT / pm[section][kb_key], path, pm, gate)
+    return {**summarise(result, read_jsonl(path)), "wall_s": round(time.perf_counter() - start, 1),
+            "loadavg_1_5_15": [round(x, 2) for x in load]}
+
+
 def run():
     t0 = time.perf_counter()
     p = params()
@@ -53,8 +73,8 @@ def run():
     variants = [("llm_off", None)] + [(m, mode) for m in lm["models"] for mode in ("free", "choose")]
     tmp = tempfile.mkdtemp()
     for model, mode in variants:
-        for name, (section, kb_key, q_keys) in SETS.items():
-            pm = copy.deepcopy(tables_off(p) if name.startswith("vet") else p)
+        for name in SETS:
+            pm = copy.deepcopy(p)
             pm["answer"]["deadline_s"] = lm["deadline_s"]
             pm["llm"].update(threads=int(lm["threads"]), cache_ram_mib=int(lm["cache_ram_mib"]), n_parallel=1)
             if mode is None:
@@ -62,20 +82,8 @@ def run():
             else:
                 pm["llm"].update(url="", local_model=model)
                 pm["answer"]["mode"] = mode
-            path = pm
-            for k in q_keys:
-                path = ROOT / path[k] if k == q_keys[-1] else path[k]
-            if name.endswith("_typed"):
-                typed = Path(tmp) / f"{name}.jsonl"
-                write_jsonl(typed, [{**q, "asr": q["spoken"]} for q in read_jsonl(path)])
-                path = typed
-            load = os.getloadavg()
-            start = time.perf_counter()
-            result = run_chain(ROOT / pm[section][kb_key], path, pm, gate)
             key = f"{model}/{mode or '-'}/{name}"
-            out["runs"][key] = {**summarise(result, read_jsonl(path)), "wall_s": round(time.perf_counter()
-                                                                                               - start, 1),
-                                "loadavg_1_5_15": [round(x, 2) for x in load]}
+            out["runs"][key] = run_set(name, pm, gate, tmp)
             r = out["runs"][key]
             rows.append([model, mode or "-", name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
                          r["grounded_wrong_said"], r["answerable_refused"],
