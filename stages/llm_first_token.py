@@ -31,6 +31,13 @@ from rag.voice.quarantine import allowed
 from rag.voice.queries import load_queries, rewrite_queries
 
 
+def median_or_none(values: list[int]) -> int | None:
+    """Median (the upper one of an even count) of the calls that reported llama.cpp's timings; None when none did.
+    A reply declined at its start (``{"source": "none"``) is closed before the server's last chunk, which carries
+    the timings, so those calls are counted apart (``without_timings``), never as 0 tokens."""
+    return sorted(values)[len(values) // 2] if values else None
+
+
 def run() -> None:
     t0 = time.perf_counter()
     p = params()
@@ -64,7 +71,8 @@ def run() -> None:
         def stats(cs):
             return {"first_token_ms": summary([c["first_token_ms"] for c in cs if c["first_token_ms"] is not None]),
                     "total_ms": summary([c["total_ms"] for c in cs if c["total_ms"] is not None]),
-                    "prompt_n_median": sorted(c["prompt_n"] or 0 for c in cs)[len(cs) // 2],
+                    "prompt_n_median": median_or_none([c["prompt_n"] for c in cs if c["prompt_n"] is not None]),
+                    "without_timings": sum(c["prompt_n"] is None for c in cs),
                     "errors": sum(c["error"] is not None for c in cs)}
 
         run_ = {"context": context, "threads": int(threads), "start_s": round(start_s, 2), "loadavg_1_5_15": [round(x, 2) for x in load],
@@ -72,9 +80,10 @@ def run() -> None:
         out["runs"][f"{context}/{threads}"] = run_
         for name in ("cold", "warm", "repeated"):
             s = run_[name]
-            rows.append([context, threads, run_["start_s"], name, s["first_token_ms"]["n"],
+            rows.append([context, threads, run_["loadavg_1_5_15"][0], run_["start_s"], name, s["first_token_ms"]["n"],
                          f"{s['first_token_ms']['p50']:.0f} / {s['first_token_ms']['p95']:.0f}",
-                         f"{s['total_ms']['p50']:.0f} / {s['total_ms']['p95']:.0f}", s["prompt_n_median"],
+                         f"{s['total_ms']['p50']:.0f} / {s['total_ms']['p95']:.0f}",
+                         "-" if s["prompt_n_median"] is None else s["prompt_n_median"], s["without_timings"],
                          s["errors"]])
         print(f"llm_first_token: {context}, {threads} thread(s) done, {time.perf_counter() - t0:.0f} s", flush=True)
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
@@ -84,8 +93,9 @@ def run() -> None:
                f"prompt cache {out['cache_ram_mib']} MiB, one slot, a fresh server per context and thread count; cold = the first "
                f"request, warm = the other first requests, repeated = each question asked again). Runtime "
                f"{out['runtime_s']:.0f} s.\n\n"
-               + markdown_table(["llm.context", "threads", "server start s", "requests", "n", "first token p50 / p95 ms",
-                                 "total p50 / p95 ms", "prompt tokens evaluated (median)", "errors"], rows))
+               + markdown_table(["llm.context", "threads", "load (1 min) before", "server start s", "requests", "n",
+                                 "first token p50 / p95 ms", "total p50 / p95 ms", "prompt tokens evaluated (median)",
+                                 "replies without timings (declined)", "errors"], rows))
     print(open(VOICE_METRICS / "llm_first_token.md").read())
 
 
