@@ -4,7 +4,7 @@ question: `rag.voice.answer.shown_documents`), through the whole chain on stage 
 and typed, vet clean and noisy with the clinic's tables off; shipped gate, ``select`` as in params), beside the chain
 with the LLM off.
 
-One model (``llm_context.model``), ``answer.mode`` as in params, ``llm_context.threads`` threads, one slot, RAM
+Each model of ``llm_context.models``, ``answer.mode`` as in params, ``llm_context.threads`` threads, one slot, RAM
 prompt cache off (the slot still reuses the prefix it holds: what ``knowledge_base`` relies on), a cold server per
 context and set (so each set's first call reads its KB's prefix), no turn deadline. Writes
 metrics/voice/llm_context.json and .md (llm_models' summary per run: LLM answers kept and right, factual accuracy,
@@ -28,11 +28,12 @@ def run():
     p = params()
     c = p["llm_context"]
     gate = Gate.load(GATE_PATH)
-    out = {"model": c["model"], "answer_mode": p["answer"]["mode"], "threads": int(c["threads"]),
+    out = {"models": list(c["models"]), "answer_mode": p["answer"]["mode"], "threads": int(c["threads"]),
            "select_design": p["select"]["design"], "select_judge": p["select"]["judge"], "runs": {}}
     rows = []
     tmp = tempfile.mkdtemp()
-    for context in ["llm_off", *c["contexts"]]:
+    runs = [(None, "llm_off")] + [(m, context) for m in c["models"] for context in c["contexts"]]
+    for model, context in runs:
         for name in SETS:
             pm = copy.deepcopy(p)
             pm["answer"]["deadline_s"] = 0
@@ -40,11 +41,11 @@ def run():
             if context == "llm_off":
                 pm["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
             else:
-                pm["llm"].update(url="", local_model=c["model"], context=context)
-            key = f"{context}/{name}"
+                pm["llm"].update(url="", local_model=model, context=context)
+            key = f"{context}/{name}" if model is None else f"{model}/{context}/{name}"
             r = out["runs"][key] = run_set(name, pm, gate, tmp)
             lat = r["latency"]
-            rows.append([context, name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
+            rows.append([model or "-", context, name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
                          r["grounded_wrong_said"], r["answerable_refused"],
                          f"{lat['first_token_ms']['p50']:.0f} / {lat['first_token_ms']['p95']:.0f}",
                          f"{lat['total_ms']['p50']:.0f} / {lat['total_ms']['p95']:.0f}", r["wall_s"]])
@@ -53,12 +54,12 @@ def run():
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(VOICE_METRICS / "llm_context.json", out)
     write_text(VOICE_METRICS / "llm_context.md",
-               f"What {c['model']} is shown (llm.context) through the chain (answer.mode {p['answer']['mode']}, "
+               f"What each model ({', '.join(c['models'])}) is shown (llm.context) through the chain (answer.mode {p['answer']['mode']}, "
                f"select.design {p['select']['design']}, select.judge {p['select']['judge']}, shipped gate, "
                f"{c['threads']} thread(s), one slot, RAM prompt cache off, a cold server per context and set, no turn "
                f"deadline; vet: tables off). First token over the calls made: each set's first call is cold. "
                f"Runtime {out['runtime_s']:.0f} s.\n\n"
-               + markdown_table(["llm.context", "set", "LLM answers kept", "kept and right", "factual accuracy",
+               + markdown_table(["model", "llm.context", "set", "LLM answers kept", "kept and right", "factual accuracy",
                                  "grounded wrong said", "answerable refused", "first token p50 / p95 ms",
                                  "total p50 / p95 ms", "wall s"], rows))
     print(open(VOICE_METRICS / "llm_context.md").read())
