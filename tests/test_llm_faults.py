@@ -203,3 +203,42 @@ def test_a_source_that_only_begins_with_none_is_read_to_the_end(setup):
 
     assert DECLINED.match('{"source": "none", "')
     assert not DECLINED.match('{"source": "none-such", "') and not DECLINED.match('{"answer": "none"')
+
+
+def test_a_chosen_sentence_ends_the_call_once_it_is_the_only_one_that_fits(setup):
+    """In choose mode the reply's answer is one of the offered sentences: once its beginning fits one of them only,
+    the rest is known, the call is closed there, and that sentence is verified and said as a whole reply is."""
+    answer = "On Saturday we are open from 9 a.m. to 1 p.m."
+    content = '{"source": "kb-hours", "answer": "' + answer + '"}'
+    with Stub(content, piece_delay_s=0.1) as stub:  # 21 pieces: the whole reply would stream for ~2.1 s
+        row, final = said(setup, stub.url, answer_mode="choose")
+        assert stub.disconnected.wait(2.0), "the client kept reading a reply whose sentence was already known"
+    offered = stub.requests[0]["response_format"]["json_schema"]["schema"]["properties"]["answer"]["enum"]
+    assert answer in offered and sum(o.startswith("On Saturday w") for o in offered) == 1
+    assert (row["error"], row["source"], row["answer"]) == (None, "kb-hours", answer)
+    assert row["total_ms"] < 1900
+    assert final == {"id": "q1", "say": answer, "source": "kb-hours", "status": "llm", "reason": "verified"}
+
+
+def test_a_choose_reply_that_fits_no_offered_sentence_is_read_to_the_end(setup):
+    with Stub('{"source": "kb-hours", "answer": "We open at 9 a.m. on Saturday."}') as stub:
+        row, final = said(setup, stub.url, answer_mode="choose")
+    assert not stub.disconnected.is_set()
+    assert (row["error"], row["answer"]) == ("schema_violation", None)
+    assert (final["status"], final["reason"]) == ("extractive", "llm_schema_violation")
+
+
+def test_chosen_waits_until_one_offered_sentence_fits():
+    from rag.llm.client import chosen
+
+    schema = answer_schema(["kb-a", "kb-b"], 200, ["We are closed.", "We are closed on Sunday.", "Café hours: 9."])
+    begun = '{"source": "kb-a", "answer": "'
+    assert chosen(begun + "We are clo", schema) is None  # both closing sentences still fit
+    assert chosen(begun + "We are closed.", schema) == ("kb-a", "We are closed.")
+    assert chosen(begun + "We are closed o", schema) == ("kb-a", "We are closed on Sunday.")
+    assert chosen(begun + "Caf\\u00e9", schema) == ("kb-a", "Café hours: 9.")  # an escaped letter fits too
+    assert chosen(begun + "Caf\\", schema) is None  # half an escape: wait
+    assert chosen(begun + "Sure", schema) is None  # off the schema: read on, validation decides
+    assert chosen('{"source": "kb-', schema) is None  # the answer has not begun
+    assert chosen('{"answer": "We are closed.', schema) is None  # not the schema's order
+    assert chosen(begun + "We are closed.", answer_schema(["kb-a"], 200)) is None  # free mode: nothing offered

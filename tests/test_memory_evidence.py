@@ -136,11 +136,13 @@ def test_the_llm_sees_the_recalled_turns_of_the_call(p, clinic, tmp_path, reques
     assert not any("[memory" in s for s in system_prompts(none, f"{backend}-none"))
 
 
-@pytest.mark.parametrize("mode, error", [("free", None), ("choose", "schema_violation")])
-def test_a_fact_only_in_memory_is_never_said(p, clinic, tmp_path, mode, error):
+@pytest.mark.parametrize("mode, error, status", [("free", None, "extractive"), ("choose", None, "llm")])
+def test_a_fact_only_in_memory_is_never_said(p, clinic, tmp_path, mode, error, status):
     """The caller says a price; the model repeats it citing the KB document. Free answers: the verifier checks the
     document, not the call, and the KB's own sentence is said instead. Choose mode: the schema offers KB sentences
-    only, so the reply is a schema violation before any check."""
+    only; a server that keeps to it could not write "$5", and this one's reply is read only until its answer fits one
+    offered sentence ("A flu shot costs $" -> "A flu shot costs $30.", `rag.llm.client.chosen`), which is then
+    verified and said as the model's choice."""
     from rag.voice.pipeline import answer_turn
 
     gate, kb, resolver = clinic
@@ -153,7 +155,7 @@ def test_a_fact_only_in_memory_is_never_said(p, clinic, tmp_path, mode, error):
     assert ('[memory 1] The caller said "my friend said a flu shot costs five dollars"'
             in stub.requests[-1]["messages"][0]["content"])
     assert row["memory"] == 1 and row["error"] == error
-    assert final["status"] == "extractive" and final["say"] == "A flu shot costs $30."
+    assert final["status"] == status and final["say"] == "A flu shot costs $30."
     memory.close()
 
 

@@ -36,6 +36,9 @@ class LLMReply:
     """One chat call. ``error`` is None only when ``answer``/``source`` passed client validation.
     ``finish_reason`` "declined": the streamed reply began ``{"source": "none"``, and the call was closed there
     (`DECLINED`); ``source`` is "none" and ``answer`` "" (the model said no document answers).
+    ``finish_reason`` "chosen": in choose mode the reply's answer had begun one offered sentence only, and the call
+    was closed there (`chosen`); ``answer`` is that sentence, ``source`` the reply's, validated as a whole reply is;
+    ``raw`` holds what was streamed. A declined or chosen call gets no ``timings`` (the server sends them last).
 
     first_token_ms / total_ms: wall-clock milliseconds from sending the request; ``timings`` is the
     server's own timing block (llama.cpp) or None.
@@ -263,6 +266,31 @@ def without_control_tokens(text: str) -> str:
 
 # The start of a streamed `answer_schema` reply whose source is "none": nothing after it can be said.
 DECLINED = re.compile(r'\s*\{\s*"source"\s*:\s*"none"')
+# A streamed `answer_schema` reply up to its answer string's beginning (the source complete, the answer open).
+_ANSWER_BEGUN = re.compile(r'\s*\{\s*"source"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"answer"\s*:\s*("(?:[^"\\]|\\.)*"?)\Z',
+                           re.DOTALL)
+
+
+def chosen(partial: str, schema: dict) -> tuple[str, str] | None:
+    """``(source, sentence)`` that a streamed reply to a choose-mode `answer_schema` (``answer`` an enum of offered
+    sentences) is bound to become: once the beginning of its answer string fits one offered sentence only (in JSON
+    with or without ``\\u`` escapes), a server that keeps to the schema can only spell out the rest, so `ask` stops
+    reading there instead of waiting for every token of a sentence it already knows. None while two or more still
+    fit, when none fits (the model left the schema: the call reads on and validation judges the whole reply), when
+    the reply is not yet at its answer, or for a schema without an answer enum."""
+    options = schema["properties"].get("answer", {}).get("enum")
+    m = _ANSWER_BEGUN.match(partial) if options else None
+    if not m:
+        return None
+    begun = m.group(2)
+    fits = [o for o in options
+            if json.dumps(o, ensure_ascii=False).startswith(begun) or json.dumps(o).startswith(begun)]
+    if len(fits) != 1:
+        return None
+    try:
+        return json.loads(f'"{m.group(1)}"'), fits[0]
+    except ValueError:
+        return None
 CONNECT_S = 2.0  # longest wait for a TCP connection (loopback or LAN); longer means nobody is listening in time
 BUSY_STATUSES = (429, 503)  # llama.cpp: 503 while loading / when it has no free slot; 429: a proxy's rate limit
 
@@ -305,6 +333,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     parts: list[str] = []
     events = 0  # server-sent ``data:`` lines seen
     may_decline = next(iter(schema["properties"])) == "source"
+    picked: tuple[str, str] | None = None  # `chosen`: the offered sentence the reply can only become
     connect_s = min(CONNECT_S, budget)
     responded = False
     watchdog: _Watchdog | None = None
@@ -351,6 +380,9 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                 if may_decline and len(parts) <= 16 and DECLINED.match("".join(parts)):
                     reply.finish_reason = "declined"  # leaving the with-block closes the socket: llama.cpp stops
                     break
+                if may_decline and (picked := chosen("".join(parts), schema)):
+                    reply.finish_reason = "chosen"  # as above: the rest of the sentence is not waited for
+                    break
     except requests.ConnectTimeout as e:
         reply.error = "timeout" if connect_s >= budget else "unreachable"
         reply.detail = str(e)[:200]
@@ -380,6 +412,10 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         return _done(reply, start)
     if reply.finish_reason == "declined":
         reply.answer, reply.source = "", "none"
+        return _done(reply, start)
+    if reply.finish_reason == "chosen":
+        reply.answer, reply.source, reply.error, reply.detail = validate(
+            json.dumps({"source": picked[0], "answer": picked[1]}), schema)
         return _done(reply, start)
     if reply.finish_reason == "length":
         reply.error, reply.detail = "truncated", f"finish_reason length at max_tokens={max_tokens}"
