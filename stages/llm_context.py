@@ -4,7 +4,7 @@ question: `rag.voice.answer.shown_documents`), through the whole chain on stage 
 and typed, vet clean and noisy with the clinic's tables off; shipped gate, ``select`` as in params), beside the chain
 with the LLM off.
 
-Each model of ``llm_context.models``, ``answer.mode`` as in params, ``llm_context.threads`` threads, one slot, RAM
+Each model of ``llm_context.models`` on each server build of ``llm_context.servers`` (``llm.server``), ``answer.mode`` as in params, ``llm_context.threads`` threads, one slot, RAM
 prompt cache off (the slot still reuses the prefix it holds: what ``knowledge_base`` relies on), a cold server per
 context and set (so each set's first call reads its KB's prefix), no turn deadline. Writes
 metrics/voice/llm_context.json and .md (llm_models' summary per run: LLM answers kept and right, factual accuracy,
@@ -19,7 +19,7 @@ from common import GATE_PATH, VOICE_METRICS, main, params
 from llm_models import SETS, run_set
 from rag.bench.compare import markdown_table
 from rag.io import write_json, write_text
-from rag.llm.server import free_port
+from rag.llm.server import free_port, llama_server_binary
 from rag.voice.gate import Gate
 
 
@@ -27,13 +27,16 @@ def run():
     t0 = time.perf_counter()
     p = params()
     c = p["llm_context"]
+    if "llama-server" in c["servers"]:
+        llama_server_binary()  # raises here, not as a silent LLM-off run inside the chain (`rag.voice.pipeline.llm_url`)
     gate = Gate.load(GATE_PATH)
-    out = {"models": list(c["models"]), "answer_mode": p["answer"]["mode"], "threads": int(c["threads"]),
+    out = {"models": list(c["models"]), "servers": list(c["servers"]), "answer_mode": p["answer"]["mode"], "threads": int(c["threads"]),
            "select_design": p["select"]["design"], "select_judge": p["select"]["judge"], "runs": {}}
     rows = []
     tmp = tempfile.mkdtemp()
-    runs = [(None, "llm_off")] + [(m, context) for m in c["models"] for context in c["contexts"]]
-    for model, context in runs:
+    runs = [(None, None, "llm_off")] + [(m, s, context) for m in c["models"] for s in c["servers"]
+                                        for context in c["contexts"]]
+    for model, server_kind, context in runs:
         for name in SETS:
             pm = copy.deepcopy(p)
             pm["answer"]["deadline_s"] = 0
@@ -41,11 +44,11 @@ def run():
             if context == "llm_off":
                 pm["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
             else:
-                pm["llm"].update(url="", local_model=model, context=context)
-            key = f"{context}/{name}" if model is None else f"{model}/{context}/{name}"
+                pm["llm"].update(url="", local_model=model, context=context, server=server_kind)
+            key = f"{context}/{name}" if model is None else f"{model}/{server_kind}/{context}/{name}"
             r = out["runs"][key] = run_set(name, pm, gate, tmp)
             lat = r["latency"]
-            rows.append([model or "-", context, name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
+            rows.append([model or "-", server_kind or "-", context, name, r["kept"], r["kept_right"], f"{r['factual_accuracy']:.3f}",
                          r["grounded_wrong_said"], r["answerable_refused"],
                          f"{lat['first_token_ms']['p50']:.0f} / {lat['first_token_ms']['p95']:.0f}",
                          f"{lat['total_ms']['p50']:.0f} / {lat['total_ms']['p95']:.0f}", r["wall_s"]])
@@ -59,7 +62,7 @@ def run():
                f"{c['threads']} thread(s), one slot, RAM prompt cache off, a cold server per context and set, no turn "
                f"deadline; vet: tables off). First token over the calls made: each set's first call is cold. "
                f"Runtime {out['runtime_s']:.0f} s.\n\n"
-               + markdown_table(["model", "llm.context", "set", "LLM answers kept", "kept and right", "factual accuracy",
+               + markdown_table(["model", "llm.server", "llm.context", "set", "LLM answers kept", "kept and right", "factual accuracy",
                                  "grounded wrong said", "answerable refused", "first token p50 / p95 ms",
                                  "total p50 / p95 ms", "wall s"], rows))
     print(open(VOICE_METRICS / "llm_context.md").read())

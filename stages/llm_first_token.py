@@ -1,7 +1,8 @@
 """Stage llm_first_token (issue 12's latency goal; FROZEN: needs the .[llm] extra): how soon a packaged model starts
 answering a clinic turn, cold and warm, per thread count -> metrics/voice/llm_first_token.{json,md}.
 
-For each of ``llm_first_token.contexts`` (``llm.context``: what the model is shown, `rag.voice.answer.shown_documents`)
+For each of ``llm_first_token.servers`` (``llm.server``: which build of llama.cpp's server, `rag.llm.server.SERVERS`),
+each of ``llm_first_token.contexts`` (``llm.context``: what the model is shown, `rag.voice.answer.shown_documents`)
 and each of ``llm_first_token.threads``: a fresh local server (``llm_first_token.model``, RAM prompt cache on:
 ``llm.cache_ram_mib``, one slot) is started and timed (``start_s``: process start to /health ok, the model read from
 disk); then every clinic question (``voice.queries``, rewritten as the chain does) is asked once through
@@ -50,10 +51,10 @@ def run() -> None:
     out = {"model": f["model"], "answer_mode": p["answer"]["mode"], "cache_ram_mib": int(p["llm"]["cache_ram_mib"]),
            "questions": len(queries), "runs": {}}
     rows = []
-    for context, threads in ((c, t) for c in f["contexts"] for t in f["threads"]):
+    for server_kind, context, threads in ((s, c, t) for s in f["servers"] for c in f["contexts"] for t in f["threads"]):
         settings = config.answer_settings({**p, "answer": {**p["answer"], "deadline_s": 0},
                                            "llm": {**p["llm"], "context": context}}, 0.0)
-        llm = {**p["llm"], "local_model": f["model"], "threads": int(threads), "n_parallel": 1}
+        llm = {**p["llm"], "local_model": f["model"], "threads": int(threads), "n_parallel": 1, "server": server_kind}
         load = os.getloadavg()
         started = time.perf_counter()
         with LocalServer.from_params(llm) as server:
@@ -75,25 +76,25 @@ def run() -> None:
                     "without_timings": sum(c["prompt_n"] is None for c in cs),
                     "errors": sum(c["error"] is not None for c in cs)}
 
-        run_ = {"context": context, "threads": int(threads), "start_s": round(start_s, 2), "loadavg_1_5_15": [round(x, 2) for x in load],
+        run_ = {"server": server_kind, "context": context, "threads": int(threads), "start_s": round(start_s, 2), "loadavg_1_5_15": [round(x, 2) for x in load],
                 "cold": stats(cold), "warm": stats(warm), "repeated": stats(repeated), "calls": calls}
-        out["runs"][f"{context}/{threads}"] = run_
+        out["runs"][f"{server_kind}/{context}/{threads}"] = run_
         for name in ("cold", "warm", "repeated"):
             s = run_[name]
-            rows.append([context, threads, run_["loadavg_1_5_15"][0], run_["start_s"], name, s["first_token_ms"]["n"],
+            rows.append([server_kind, context, threads, run_["loadavg_1_5_15"][0], run_["start_s"], name, s["first_token_ms"]["n"],
                          f"{s['first_token_ms']['p50']:.0f} / {s['first_token_ms']['p95']:.0f}",
                          f"{s['total_ms']['p50']:.0f} / {s['total_ms']['p95']:.0f}",
                          "-" if s["prompt_n_median"] is None else s["prompt_n_median"], s["without_timings"],
                          s["errors"]])
-        print(f"llm_first_token: {context}, {threads} thread(s) done, {time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"llm_first_token: {server_kind}, {context}, {threads} thread(s) done, {time.perf_counter() - t0:.0f} s", flush=True)
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
     write_json(VOICE_METRICS / "llm_first_token.json", out)
     write_text(VOICE_METRICS / "llm_first_token.md",
                f"First token of {f['model']} on the {len(queries)} clinic questions (answer.mode {p['answer']['mode']}, "
-               f"prompt cache {out['cache_ram_mib']} MiB, one slot, a fresh server per context and thread count; cold = the first "
+               f"prompt cache {out['cache_ram_mib']} MiB, one slot, a fresh server per server build, context and thread count; cold = the first "
                f"request, warm = the other first requests, repeated = each question asked again). Runtime "
                f"{out['runtime_s']:.0f} s.\n\n"
-               + markdown_table(["llm.context", "threads", "load (1 min) before", "server start s", "requests", "n",
+               + markdown_table(["llm.server", "llm.context", "threads", "load (1 min) before", "server start s", "requests", "n",
                                  "first token p50 / p95 ms", "total p50 / p95 ms", "prompt tokens evaluated (median)",
                                  "replies without timings (declined)", "errors"], rows))
     print(open(VOICE_METRICS / "llm_first_token.md").read())

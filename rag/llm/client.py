@@ -291,6 +291,8 @@ def chosen(partial: str, schema: dict) -> tuple[str, str] | None:
         return json.loads(f'"{m.group(1)}"'), fits[0]
     except ValueError:
         return None
+
+
 CONNECT_S = 2.0  # longest wait for a TCP connection (loopback or LAN); longer means nobody is listening in time
 BUSY_STATUSES = (429, 503)  # llama.cpp: 503 while loading / when it has no free slot; 429: a proxy's rate limit
 
@@ -377,10 +379,11 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                             reply.first_token_ms = (time.perf_counter() - start) * 1000
                         parts.append(piece)
                     reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
-                if may_decline and len(parts) <= 16 and DECLINED.match("".join(parts)):
+                text = "".join(parts) if may_decline else ""
+                if may_decline and len(parts) <= 16 and DECLINED.match(text):
                     reply.finish_reason = "declined"  # leaving the with-block closes the socket: llama.cpp stops
                     break
-                if may_decline and (picked := chosen("".join(parts), schema)):
+                if may_decline and (picked := chosen(text, schema)):
                     reply.finish_reason = "chosen"  # as above: the rest of the sentence is not waited for
                     break
     except requests.ConnectTimeout as e:

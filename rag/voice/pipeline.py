@@ -110,8 +110,8 @@ def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
     """Yield the LLM base URL: ``llm.url`` if set (``warn`` is told when nothing answers there,
     `rag.llm.client.reachable`), else a local llama.cpp server started here and stopped (by PID) on exit, errors
     included, serving ``llm.local_model`` (`rag.llm.registry`) with ``llm.n_parallel`` slots (1 when the key is
-    absent; `rag.llm.server.LocalServer.from_params`). Yields None when the local server fails to start or its model
-    is missing or corrupt (and says why through ``warn``, the pip command included), so the answer step falls back
+    absent; `rag.llm.server.LocalServer.from_params`) on ``llm.server``'s build. Yields None when the local server fails
+    to start, its model is missing or corrupt, or its build cannot run here (and says why through ``warn``, the pip command included), so the answer step falls back
     instead of crashing."""
     if p["llm"]["url"]:
         if warn:
