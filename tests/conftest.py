@@ -80,3 +80,17 @@ def postgres_server():
     server = start_postgres()
     yield server
     server.stop()
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """True once process ``pid`` no longer exists (polled every 0.2 s), False if it still does after ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False

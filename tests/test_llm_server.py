@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, gone_within
 from rag import config
 from rag.retrieval.chunk import load_kb
 from rag.eval.evaluate import embed_texts
@@ -69,7 +69,6 @@ def test_killing_the_server_mid_run_says_nothing_unverified(params, fixture_set)
 def test_server_does_not_outlive_a_killed_parent():
     import subprocess
     import sys
-    import time
 
     code = ("from rag.llm.server import LocalServer; s = LocalServer().start(); print(s.pid, flush=True); "
             "import time; time.sleep(120)")
@@ -77,13 +76,6 @@ def test_server_does_not_outlive_a_killed_parent():
     child = int(parent.stdout.readline())
     os.kill(parent.pid, signal.SIGKILL)  # no finally, no atexit: only the child's watchdog can help
     parent.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
+    if not gone_within(child, 10):
         os.killpg(child, signal.SIGKILL)
         raise AssertionError("llm server outlived its parent")

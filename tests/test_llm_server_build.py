@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, gone_within
 from rag import config
 from rag.llm import server as srv
 from rag.llm.server import LocalServer, ServerUnavailable, cpu_flags, llama_server_binary
@@ -97,13 +96,6 @@ def test_llama_server_does_not_outlive_a_killed_parent():
     assert len(binary) == 1  # the wrapper's one child: upstream's llama-server
     os.kill(parent.pid, signal.SIGKILL)  # no finally, no atexit: only the wrapper's watch can help
     parent.wait()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            os.kill(binary[0], 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
+    if not gone_within(binary[0], 15):
         os.killpg(wrapper, signal.SIGKILL)
         raise AssertionError("llama-server outlived its parent")
