@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 # DVC runs each stage's `python` from PATH: make it the project's venv.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: repro test llm test-llm train test-train
+.PHONY: venv repro test llm test-llm train test-train
 
 $(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
 	python3 -m venv $(VENV)
@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml requirements.lock requirements-nodeps.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
+
+# Only the venv with the pinned dependencies (what `rag` on your own KB needs; repro and test make it too).
+venv: $(VENV)/.installed
 
 repro: $(VENV)/.installed
 	$(VENV)/bin/dvc config --local core.analytics false

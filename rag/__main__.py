@@ -38,8 +38,10 @@ PATH_KEYS = (("select", "model_dir"), ("ko", "data_dir"))  # params paths, relat
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag", description=(
-        "Grounded answers to speech-recogniser transcripts from a knowledge base: answer a queries file (run) or "
-        "one question (ask) from a folder of Markdown files, print the retrieval compare tables (compare)."))
+        "Grounded answers to speech-recogniser transcripts from a knowledge base (a folder of Markdown files): "
+        "answer a questions file (run), one question (ask) or a call of several (chat); delete a call's turns "
+        "(forget); load a KB into PostgreSQL + pgvector (index); print the committed retrieval compare tables "
+        "(compare). Each command has its own --help."))
     sub = parser.add_subparsers(dest="command", required=True)
 
     def asr_engine(sp):
@@ -67,8 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("queries", help="queries.jsonl: id, asr required; context (an earlier id) optional; labels "
                                      "relevant, answerable, facts optional (then metrics are printed)")
     run.add_argument("--fit-gate", action="store_true",
-                     help="refit the gate on these labelled questions instead of applying the shipped one "
-                          "(in-sample: its refusal numbers are optimistic)")
+                     help="refit the gate on these labelled questions instead of applying the shipped one, for this "
+                          "run (in-sample: its refusal numbers are optimistic); --save-gate keeps it")
+    run.add_argument("--save-gate", metavar="FILE",
+                     help="with --fit-gate (implied): also write the fitted gate to FILE, for --gate FILE in ask, "
+                          "chat and run")
     common(run)
     ask_p = sub.add_parser("ask", help="answer one question (Korean or English) and show the evidence",
                            description=STATUSES)
@@ -102,17 +107,30 @@ def _parser() -> argparse.ArgumentParser:
                       help="each line is the path of an audio file holding the question (transcribed first)")
     asr_engine(chat)
     common(chat)
-    forget = sub.add_parser("forget", help="delete a call's turns from every memory store")
+    forget = sub.add_parser("forget", help="delete a call's turns from every memory store",
+                            description="Delete every turn of a call from the short-term store (memory.url or "
+                            "$RAG_MEMORY_URL), the archive (memory.archive_url or $RAG_MEMORY_ARCHIVE_URL) and the "
+                            "embedded SQLite store; exits 1 naming a store that could not be reached.")
     forget.add_argument("--session", required=True, help="the call's id")
-    forget.add_argument("--params", default=str(ROOT / "params.yaml"), help="as for run")
-    forget.add_argument("--cache-dir", help="as for run")
+    forget.add_argument("--params", default=str(ROOT / "params.yaml"),
+                        help="a params file holding only what it changes from the project's params.yaml")
+    forget.add_argument("--cache-dir", help="where the embedded SQLite store is (default: $RAG_CACHE_DIR or "
+                                            "~/.cache/voice-rag)")
     index = sub.add_parser("index", help="load a KB folder into PostgreSQL + pgvector (ask, run and chat then "
-                                         "rank passages there when retrieval.store or $RAG_KB_STORE names it)")
+                                         "rank passages there when retrieval.store or $RAG_KB_STORE names it)",
+                           description="Embed a KB folder and store its passages and vectors in PostgreSQL with "
+                           "pgvector; ask, run and chat then rank passages there when retrieval.store or "
+                           "$RAG_KB_STORE names the database.")
     index.add_argument("--kb", required=True, help="folder of *.md files")
     index.add_argument("--store", help="postgresql://... (default: retrieval.store or $RAG_KB_STORE)")
-    index.add_argument("--params", default=str(ROOT / "params.yaml"), help="as for run")
-    index.add_argument("--cache-dir", help="as for run")
-    sub.add_parser("compare", help="print the retrieval compare tables")
+    index.add_argument("--params", default=str(ROOT / "params.yaml"),
+                       help="a params file holding only what it changes from the project's params.yaml")
+    index.add_argument("--cache-dir", help="where embedded KBs are kept (default: $RAG_CACHE_DIR or "
+                                           "~/.cache/voice-rag)")
+    sub.add_parser("compare", help="print the retrieval compare tables",
+                   description="Print the project's committed retrieval tables (metrics/voice/compare.md on the "
+                   "clinic fixture, metrics/ko/retrieval.md on KorQuAD), whatever your own KB is: rag run KB "
+                   "QUESTIONS measures yours.")
     return parser
 
 
@@ -340,13 +358,18 @@ def _heard_line(heard) -> str:
 def _gate(args):
     from rag.voice.gate import Gate
 
-    return None if getattr(args, "fit_gate", False) else Gate.load(args.gate)
+    return None if getattr(args, "fit_gate", False) or getattr(args, "save_gate", None) else Gate.load(args.gate)
 
 
 def _run(p: dict, args) -> int:
     from rag.voice.pipeline import run_chain
 
     result = run_chain(args.kb, args.queries, p, _gate(args), args.cache_dir, progress=True, warn=_warn)
+    if args.save_gate:
+        from rag.io import write_json
+
+        write_json(args.save_gate, result["gate"]["artifact"])
+        print(f"gate written to {args.save_gate} (use it with --gate {args.save_gate})", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0

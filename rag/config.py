@@ -84,6 +84,22 @@ def redact_url(url: object) -> str:
     return url.split("://")[0] + "://..." if isinstance(url, str) and "://" in url else repr(url)
 
 
+def without_credentials(url: object) -> str:
+    """What a message may show of a server URL (``llm.url``, ``--llm-url``): the URL with any ``user:password@``
+    taken out (``http://127.0.0.1:8080/v1``), or `redact_url` of a value that does not parse as one."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not isinstance(url, str):
+        return repr(url)
+    if "@" not in url:
+        return url
+    try:
+        u = urlsplit(url)
+        return urlunsplit(u._replace(netloc=u.netloc.rpartition("@")[2])) if "@" in u.netloc else url
+    except ValueError:
+        return redact_url(url)
+
+
 def is_http_url(url: str) -> bool:
     """Whether ``url`` is an http(s) URL with a host, a valid port (0-65535) and no whitespace."""
     from urllib.parse import urlsplit
@@ -106,7 +122,8 @@ def check(p: Mapping) -> None:
     (`min_scores`)."""
     url = p["llm"]["url"]
     if not isinstance(url, str) or (url and not is_http_url(url)):
-        raise ValueError(f"llm.url must be empty (start the packaged model) or an http(s):// URL, got {url!r}")
+        raise ValueError("llm.url must be empty (start the packaged model) or an http(s):// URL, got "
+                         f"{without_credentials(url)!r}")
     store = p["retrieval"].get("store") or ""
     if not isinstance(store, str) or (store and not is_postgres_url(store)):
         raise ValueError(f"retrieval.store must be empty or a postgresql:// URL, got {redact_url(store)}")
@@ -124,6 +141,10 @@ def check(p: Mapping) -> None:
     preference_rules(p)
     min_scores(p)
     if not p["llm"]["url"]:
+        number(p, "llm", "n_ctx", int, at_least=0)  # 0: the model's own context length (llama.cpp)
+        number(p, "llm", "threads", int, at_least=1)
+        if "n_parallel" in p["llm"]:
+            number(p, "llm", "n_parallel", int, at_least=1)
         from rag.llm.registry import DEFAULT, get
 
         get(str(p["llm"].get("local_model", DEFAULT)))  # ValueError naming the known models
@@ -163,7 +184,7 @@ def hybrid_config(p: Mapping) -> HybridConfig:
     return HybridConfig(rrf_k=num("rrf_k", int, at_least=0), depth=num("depth", int, at_least=1),
                         weights=(num("weight_dense", at_least=0), num("weight_bm25", at_least=0)),
                         stopwords=frozenset(words(p, "retrieval", "stopwords")) if r["use_stopwords"] else frozenset(),
-                        min_token_len=num("min_token_len", int), bm25_floor=num("bm25_floor"),
+                        min_token_len=num("min_token_len", int, at_least=0), bm25_floor=num("bm25_floor", at_least=0),
                         phonetic_weight=num("phonetic_weight", at_least=0), phonetic_encoder=str(r["phonetic_encoder"]),
                         phonetic_ngram=num("phonetic_ngram", int, at_least=0), index=str(r["index"]),
                         hnsw=(num("hnsw_m", int, at_least=2, at_most=256), num("hnsw_ef_construction", int, at_least=1),
@@ -205,8 +226,8 @@ def answer_settings(p: Mapping, tau: float) -> AnswerSettings:
     return AnswerSettings(k=number(p, "retrieval", "k", int), mode=p["retrieval"]["mode"], tau=float(tau),
                           refusal=text(p, "answer", "refusal"), answer_mode=a["mode"],
                           max_len=number(p, "answer", "max_len", int, at_least=1),
-                          max_tokens=number(p, "llm", "max_tokens", int), timeout_s=number(p, "llm", "timeout_s"),
-                          temperature=number(p, "llm", "temperature"), seed=number(p, "llm", "seed", int),
+                          max_tokens=number(p, "llm", "max_tokens", int, at_least=1), timeout_s=number(p, "llm", "timeout_s", above=0),
+                          temperature=number(p, "llm", "temperature", at_least=0), seed=number(p, "llm", "seed", int),
                           model=llm.get("model") or None, hybrid=hybrid_config(p),
                           min_sentence_cosine=number(p, "answer", "min_sentence_cosine"),
                           sentence_stemmer=text(p, "answer", "sentence_stemmer"),
@@ -291,8 +312,14 @@ def preference_rules(p: Mapping) -> PreferenceRules:
 
 def kb_store(p: Mapping, env: Mapping[str, str] | None = None) -> str:
     """Where the KB's dense index is served from: ``$RAG_KB_STORE`` when set, else ``p["retrieval"]["store"]``
-    ("" = in process; a PostgreSQL URL = pgvector, `rag.retrieval.pgvector`)."""
+    ("" = in process; a PostgreSQL URL = pgvector, `rag.retrieval.pgvector`). Raises InputError naming the variable
+    when ``$RAG_KB_STORE`` is not a PostgreSQL URL (``retrieval.store`` is checked by `check`)."""
     import os
 
+    from rag.io import InputError
+
     env = os.environ if env is None else env
-    return env.get("RAG_KB_STORE") or str(p["retrieval"].get("store") or "")
+    url = env.get("RAG_KB_STORE")
+    if url and not is_postgres_url(url):
+        raise InputError(f"$RAG_KB_STORE must be a postgresql:// URL, got {redact_url(url)}")
+    return url or str(p["retrieval"].get("store") or "")

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-from rag.io import sha256_of
+from rag.io import NEW_FILE_MODE, sha256_of
 
 CHUNK = 1 << 20  # bytes read or received at a time
 
@@ -47,6 +47,7 @@ def _write_checked(dest: Path, chunks, sha256: str, what: str) -> int:
                 size += len(chunk)
         if h.hexdigest() != sha256:
             raise FetchError(f"{what}: sha256 {h.hexdigest()}, expected {sha256}")
+        os.chmod(tmp, NEW_FILE_MODE)
         os.replace(tmp, dest)
         return size
     except BaseException:

@@ -62,7 +62,7 @@ def read_jsonl(path: str | Path, required: Iterable[str] = ()) -> list[dict]:
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: file not found")
+        raise InputError(f"{path}: {'a folder, not a file' if path.is_dir() else 'file not found'}")
     rows = []
     required = list(required)
     try:
@@ -117,6 +117,15 @@ def read_params(path: str | Path) -> dict:
     return p
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+NEW_FILE_MODE = 0o666 & ~_umask()  # what open() gives a new file; a temp file from mkstemp is 0600 (owner-only)
+
+
 def _atomic(path: str | Path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +133,7 @@ def _atomic(path: str | Path, write) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+        os.chmod(tmp, NEW_FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -44,11 +44,36 @@ def params() -> dict:
     p = read_params(path)
     try:
         config.check(p)
+        check_paths(p)
     except KeyError as e:
         raise InputError(f"{path}: missing key {e}") from None
     except (ValueError, TypeError) as e:
         raise InputError(f"{path}: bad value ({e})") from None
     return p
+
+
+# params that name a file or folder (relative to the checkout); "*": every value of that mapping
+PATH_PARAMS = ("voice.kb", "voice.queries", "speech.latency_questions", "select.pairs", "select.clinic_dialogues",
+               "select.dental.kb", "select.dental.queries", "select.salon.kb", "select.salon.queries",
+               "select.near_miss.*", "abstain.transfer_kb", "abstain.transfer_queries.*", "data.dest_dir",
+               "ko.squad_path", "ko.data_dir", "ko.metrics_dir", "heysquad.dir", "heysquad.data_dir",
+               "heysquad.metrics_dir", "ko_gen.support_model", "finetune.model", "finetune.metrics_dir",
+               "finetune_e5.model", "finetune_e5_sentences.model", "ko_finetune.base_model", "ko_finetune.model")
+
+
+def check_paths(p: dict) -> None:
+    """ValueError naming the key unless every `PATH_PARAMS` value is a non-empty string (``voice.kb: ''`` read the
+    checkout itself as the KB, README.md included; ``null`` was a TypeError deep in a stage). A key that is absent
+    is a KeyError as for any other."""
+    for key in PATH_PARAMS:
+        *parents, last = key.split(".")
+        node = p
+        for k in parents:
+            node = node[k]
+        items = node.items() if last == "*" else [(last, node[last])]
+        for name, value in items:
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{'.'.join(parents + [name])} must be a path (a non-empty string), got {value!r}")
 
 
 def check_weight_grid(value, key: str) -> None:

@@ -62,6 +62,50 @@ def test_query_errors(tmp_path):
         load_queries(tmp_path / "q2.jsonl")
 
 
+@pytest.mark.parametrize("change, message", [
+    # a bad-input pass (session 41): each was accepted; no facts is never right, "" matches every sentence, a
+    # misspelt "contxt" ran the follow-up without its context, a line break in an id split the printed [id] line
+    ({"facts": []}, r"q.jsonl:1 \(query 'a1'\): an answerable query needs facts"),
+    ({"facts": ["3 days", " "]}, r"q.jsonl:1 \(query 'a1'\): an answerable query needs facts"),
+    ({"contxt": "a0"}, r"q.jsonl:1 \(query 'a1'\): unknown field 'contxt' \(did you mean 'context'\?\)"),
+    ({"id": "a\nb"}, r"q.jsonl:1 \(query 'a\\nb'\): id holds a control character or a line break"),
+])
+def test_query_label_errors(tmp_path, change, message):
+    with pytest.raises(InputError, match=message):
+        load_queries(write(tmp_path / "q.jsonl", [dict(ROWS[0], **change)]))
+
+
+def test_extra_fields_are_kept(tmp_path):
+    assert load_queries(write(tmp_path / "q.jsonl", [dict(ROWS[0], kind="first", near="flu shot")]))[0]["near"] == (
+        "flu shot")
+
+
+def test_queries_file_errors_name_it(small_kb, tmp_path, capsys):
+    queries = write(tmp_path / "q.jsonl", [dict(ROWS[0], relevant=["kb-nope"]), ROWS[3]])
+    assert main(["run", str(small_kb), str(queries)]) == 2
+    assert capsys.readouterr().err == (f"error: {queries}: query 'a1': relevant document(s) ['kb-nope'] not in the "
+                                       "KB\n")
+    assert main(["run", str(small_kb), str(tmp_path)]) == 2  # a folder given as the file
+    assert capsys.readouterr().err == f"error: {tmp_path}: a folder, not a file\n"
+
+
+def test_a_gate_fitted_on_your_questions_is_saved_and_reused(small_kb, tmp_path, capsys):
+    # a new-user pass (session 41): --fit-gate wrote nothing, so a gate fitted on your own questions could not be
+    # passed to ask or chat
+    queries, gate = write(tmp_path / "q.jsonl", ROWS), tmp_path / "my-gate.json"
+    assert main(["run", str(small_kb), str(queries), "--save-gate", str(gate), "--llm-url", "http://127.0.0.1:9",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    saved = json.loads(gate.read_text())
+    assert out["gate"]["source"].startswith("fitted here on 4 questions") and saved["tau"] == out["gate"]["tau"]
+    assert (saved["fitted_on"]["kb"], saved["fitted_on"]["queries"], saved["fitted_on"]["questions"]) == (
+        str(small_kb), str(queries), 4)
+    assert main(["ask", "who won the football game last night", "--kb", str(small_kb), "--gate", str(gate),
+                 "--llm-url", "http://127.0.0.1:9", "--json"]) == 0
+    asked = json.loads(capsys.readouterr().out)
+    assert asked["tau"] == saved["tau"] and asked["status"] == "refused"
+
+
 def test_empty_kb_folder(tmp_path, capsys):
     (tmp_path / "kb").mkdir()
     queries = write(tmp_path / "q.jsonl", ROWS)

@@ -188,6 +188,15 @@ def test_caller_key_file_is_private_and_kept(tmp_path, monkeypatch):
 MIGRATED = ["001_memory", "002_preferences"]
 
 
+def test_a_server_that_refuses_says_why(postgres_server, tmp_path):
+    # a bad-input pass (session 41): a database that does not exist read "unreachable (OperationalError)"
+    url = postgres_server.url.replace("@/postgres?", "@/nosuchdb?")
+    with pytest.raises(MemoryUnavailable) as e:
+        open_store(url, 60, tmp_path)
+    host = url.split("host=")[1]
+    assert str(e.value) == f'postgresql at {host} refused the connection: database "nosuchdb" does not exist'
+
+
 def test_migrations_are_applied_once(postgres_server, tmp_path):
     for _ in range(2):
         open_store(postgres_server.url, 60, tmp_path).close()

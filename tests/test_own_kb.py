@@ -51,6 +51,23 @@ def cli(args, capsys):
     return code, out.out, out.err
 
 
+def test_a_password_in_the_llm_url_is_never_printed(museum, capsys):
+    # a bad-input pass (session 41): the warning printed http://user:secretpw@... as given
+    kb, _, cache = museum
+    code, out, err = cli(["ask", "when do you open", "--kb", str(kb), "--cache-dir", str(cache), "--llm-url",
+                          "http://user:secretpw@127.0.0.1:9/v1"], capsys)
+    assert code == 0 and "warning: the LLM at http://127.0.0.1:9/v1 does not answer" in err
+    assert "secretpw" not in out + err
+
+
+def test_a_kb_store_variable_that_is_no_postgres_url_is_named(museum, capsys, monkeypatch):
+    # a bad-input pass (session 41): RAG_KB_STORE=foo was "postgresql at the local socket unreachable"
+    kb, _, cache = museum
+    monkeypatch.setenv("RAG_KB_STORE", "redis://user:pw@127.0.0.1:1")
+    code, out, err = cli(["ask", "when do you open", "--kb", str(kb), "--cache-dir", str(cache)], capsys)
+    assert (code, err) == (2, "error: $RAG_KB_STORE must be a postgresql:// URL, got redis://...\n")
+
+
 def test_run_answers_unlabelled_questions_with_the_shipped_gate(museum, capsys):
     kb, questions, cache = museum
     code, out, err = cli(["run", str(kb), str(questions), "--llm-url", DOWN, "--cache-dir", str(cache), "--json"],
@@ -205,7 +222,7 @@ def test_compare_from_any_directory(museum, capsys):
     assert code == 0 and "== metrics/voice/compare.md\n" in out
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["ask"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["ask"], ["chat"], ["forget"], ["index"], ["compare"]])
 def test_help_is_plain_text(command, capsys):
     with pytest.raises(SystemExit) as done:
         main([*command, "--help"])

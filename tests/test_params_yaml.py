@@ -71,3 +71,42 @@ def test_word_lists_hold_only_strings(params, section, key):
     bad[section][key] = ["the", True]
     with pytest.raises(ValueError, match=rf"{section}\.{key} must be a list of words, got True"):
         config.check(bad)
+
+
+@pytest.mark.parametrize("section, key, value, message", [
+    # a bad-input pass (session 41): each was accepted (max_tokens 0 truncated every answer; n_ctx -1 was a server
+    # that did not start, naming no key)
+    ("llm", "max_tokens", 0, r"llm\.max_tokens must be a finite number >= 1, got 0"),
+    ("llm", "temperature", -1, r"llm\.temperature must be a finite number >= 0, got -1"),
+    ("llm", "timeout_s", 0, r"llm\.timeout_s must be a finite number > 0, got 0"),
+    ("llm", "n_ctx", -1, r"llm\.n_ctx must be a finite number >= 0, got -1"),
+    ("llm", "threads", 0, r"llm\.threads must be a finite number >= 1, got 0"),
+    ("retrieval", "bm25_floor", float("nan"), r"retrieval\.bm25_floor must be a finite number >= 0, got nan"),
+    ("retrieval", "min_token_len", -2, r"retrieval\.min_token_len must be a finite number >= 0, got -2"),
+])
+def test_llm_and_retrieval_numbers_are_bounded(params, section, key, value, message):
+    bad = copy.deepcopy(params)
+    bad[section][key] = value
+    with pytest.raises(ValueError, match=message):
+        config.check(bad)
+
+
+@pytest.mark.parametrize("key, value", [("voice.kb", ""), ("voice.queries", None),
+                                        ("abstain.transfer_queries.clean", 1)])
+def test_stage_paths_are_non_empty_strings(params, key, value):
+    # a bad-input pass (session 41): `dvc exp run -S "voice.kb=''" chunk` chunked the checkout, README.md as the KB;
+    # null was a TypeError inside the stage
+    import sys
+
+    sys.path.insert(0, str(ROOT / "stages"))
+    import common
+
+    bad = copy.deepcopy(params)
+    *parents, last = key.split(".")
+    node = bad
+    for k in parents:
+        node = node[k]
+    node[last] = value
+    with pytest.raises(ValueError, match=rf"{key} must be a path \(a non-empty string\), got {value!r}"):
+        common.check_paths(bad)
+    common.check_paths(params)

@@ -58,3 +58,15 @@ def test_a_bad_fusion_weight_grid_is_one_line_naming_its_key(capsys):
         assert e.value.code == 1
         assert capsys.readouterr().err == ("error: params.yaml: ko.learned.convex_weight_grid must list some weights "
                                            f">= 0, one of them above 0, got {bad!r}\n")
+
+
+def test_written_files_get_the_umask_mode_not_owner_only(tmp_path):
+    # a bad-input pass (session 41): mkstemp's temp file made every stage output -rw------- after the rename
+    import os
+
+    from rag.io import write_json
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    write_json(tmp_path / "m.json", {"a": 1})
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o666 & ~mask

@@ -73,6 +73,34 @@ def test_polarity():
     assert verify("We are open on Sunday.", "kb-hours", ALL, KB, "are you open on sunday") == (False, "polarity")
 
 
+def test_a_negation_the_sentence_lacks_flips_it():
+    # a bad-input pass (session 41): a lying server's "We are not closed on Sunday." and "We do not not accept ..."
+    # were said as verified (both answer and sentence read as negative); a leading "no" answers, it is no cue
+    q = "are you open on sunday"
+    assert verify("We are not closed on Sunday.", "kb-hours", ALL, KB, q) == (False, "polarity")
+    assert verify("No, we are closed on Sunday.", "kb-hours", ALL, KB, q) == (True, "ok")
+    q = "do you take personal checks"
+    assert verify("We do not not accept personal checks.", "kb-billing", ALL, KB, q) == (False, "polarity")
+    assert verify("We don't accept personal checks.", "kb-billing", ALL, KB, q) == (True, "ok")
+    assert verify("We never accept personal checks.", "kb-billing", ALL, KB, q) == (True, "ok")  # one negation
+
+
+def test_numbers_keep_the_sentences_order():
+    q = "what time do you open on saturday"
+    assert verify("On Saturday we are open from 1 p.m. to 9 a.m.", "kb-hours", ALL, KB, q) == (
+        False, "numbers_out_of_order")
+    assert verify("On Saturday we are open from 9 a.m. to 1 p.m.", "kb-hours", ALL, KB, q) == (True, "ok")
+    assert verify("On Saturday we are open to 1 p.m.", "kb-hours", ALL, KB, q) == (True, "ok")  # a subsequence
+
+
+def test_negation_cues_count_each_kind():
+    from rag.voice.verify import negation_cues
+
+    assert negation_cues("We don't accept checks, and cannot take cash.") == {"not": 2}
+    assert negation_cues("We are not closed, no longer without a fee.") == {"not": 1, "closed": 1, "no longer": 1,
+                                                                            "without": 1}
+
+
 def test_sentences_keep_abbreviations():
     assert split_sentences(KB["kb-hours"])[1] == "On Saturday we are open from 9 a.m. to 1 p.m."
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Mapping
 
-from rag.memory.store import CallerHasher, MemoryUnavailable, Turn, where
+from rag.memory.store import CallerHasher, MemoryUnavailable, Turn, refused, where
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _FIELDS = "session, n, heard, query, say, status, source, reason, at"
@@ -200,7 +200,7 @@ class PostgresStore(_SQLStore):
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout_s)))
         except psycopg.Error as e:
-            raise MemoryUnavailable(f"postgresql at {self._where} unreachable ({type(e).__name__})") from None
+            raise MemoryUnavailable(refused(url, e)) from None
         self._migrate()
 
     @contextmanager

@@ -151,6 +151,16 @@ def where(url: str) -> str:
     return f"{u.hostname}:{u.port}" if u.port else u.hostname
 
 
+def refused(url: str, e: Exception) -> str:
+    """A message for a PostgreSQL connection that failed: what the server said when it answered and refused ("postgresql
+    at /tmp/pg refused the connection: database "calls" does not exist"; a wrong database, user or option), else
+    "unreachable" (no server answered). Never the password: libpq's FATAL lines name at most the user."""
+    fatal = [line.split("FATAL:", 1)[1].strip() for line in str(e).splitlines() if "FATAL:" in line]
+    if fatal:
+        return f"postgresql at {where(url)} refused the connection: {fatal[-1]}"
+    return f"postgresql at {where(url)} unreachable ({type(e).__name__})"
+
+
 def open_store(url: str, ttl_s: float, cache_dir: str | Path | None = None, timeout_s: float = 2.0) -> Store:
     """The store a URL names; sessions expire ``ttl_s`` seconds after their latest turn.
 

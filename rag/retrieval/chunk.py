@@ -255,8 +255,8 @@ def _line_breaks(m: re.Match) -> str:
 def kb_files(folder: str | Path) -> list[Path]:
     """The Markdown files of a KB folder (suffix ``.md`` in any case: ``.MD`` too), in name order; hidden files
     (``.notes.md``, an editor's ``.#draft.md``) and subfolders (``old.md/`` too) are not read. Raises InputError if
-    the folder is missing or a file, holds no Markdown file, one of them is not a readable file, or two names differ only in the suffix's
-    case (``faq.md`` and ``faq.MD``: one document id)."""
+    the folder is missing or a file, holds no Markdown file, one of them is not a readable file, or two names differ only in
+    case (``faq.md`` and ``faq.MD``: one document id; ``faq.md`` and ``FAQ.md``: one file where case is ignored)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: " + ("a file, not a knowledge-base folder" if folder.exists() else
@@ -269,9 +269,12 @@ def kb_files(folder: str | Path) -> list[Path]:
     for f in files:
         if not f.is_file():
             raise InputError(f"{f}: not a regular file (a broken link, a pipe or a device)")
-        if f.stem in seen:
-            raise InputError(f"{f}: same document id {f.stem!r} as {seen[f.stem].name} (rename one)")
-        seen[f.stem] = f
+        key = f.stem.casefold()
+        if key in seen:
+            same = "same document id" if f.stem == seen[key].stem else "document id differing only in case from"
+            raise InputError(f"{f}: {same} {seen[key].stem!r} ({seen[key].name}; one file on a case-insensitive file "
+                             "system: rename one)")
+        seen[key] = f
     return files
 
 

@@ -49,12 +49,12 @@ class PgVectorStore:
     def __init__(self, url: str, timeout_s: float = 5.0):
         import psycopg
 
-        from rag.memory import where
+        from rag.memory.store import refused, where
 
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout_s)))
         except psycopg.Error as e:
-            raise ConnectionError(f"postgresql at {where(url)} unreachable ({type(e).__name__})") from None
+            raise ConnectionError(refused(url, e)) from None
         kind = self.conn.execute("SELECT relkind FROM pg_class WHERE relname = 'kb_passages' AND "
                                  "relnamespace = current_schema()::regnamespace").fetchone()
         if kind and kind[0] != "p":

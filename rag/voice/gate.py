@@ -125,8 +125,8 @@ class Gate:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
             return cls.from_dict(d)
         except FileNotFoundError:
-            raise InputError(f"{path}: no gate file (make repro writes it; `rag run --fit-gate` fits one on "
-                             "labelled questions)") from None
+            raise InputError(f"{path}: no gate file (make repro writes models/gate.json; `rag run KB QUESTIONS "
+                             "--save-gate FILE` fits one on labelled questions and writes it)") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise InputError(f"{path}: not a gate file ({type(e).__name__}: {e})") from None
 

@@ -119,8 +119,8 @@ def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
 
             why = reachable(p["llm"]["url"])
             if why:
-                warn(f"the LLM at {p['llm']['url']} does not answer ({why}); every answer will be a verified KB "
-                     "sentence or a refusal")
+                warn(f"the LLM at {config.without_credentials(p['llm']['url'])} does not answer ({why}); every answer "
+                     "will be a verified KB sentence or a refusal")
         yield p["llm"]["url"]
         return
     from rag.llm.server import LocalServer
@@ -338,7 +338,8 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     ``progress``: tqdm bars on stderr; ``warn``: told when the LLM server does not start and, one line each,
     the KB's quarantined instruction-like paragraphs (`rag.retrieval.kb_cache.open_kb`; ``voice.allow_instructions``).
 
-    Returns ``{gate, retrieval (labelled only), final, latency, answers}`` where ``answers`` are per query
+    Returns ``{gate, retrieval (labelled only), final, latency, answers}`` (``gate.artifact``: the gate fitted here,
+    `rag.voice.gate.Gate.to_dict`, when ``gate`` was None) where ``answers`` are per query
     ``{id, asr, query, retrieved: [[doc, score]], gate_score, tau, status, reason, say, source, llm_error}``.
     Raises rag.io.InputError for bad inputs, ValueError / KeyError / TypeError for bad params
     (`rag.config.check`, `rag.voice.selection.load_scorer` for ``select``), GateMismatch for a gate fitted for other
@@ -358,6 +359,7 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
     kb = open_kb(kb_folder, config.hybrid_config(p), cache_dir, progress, quarantine.allowed(p), warn,
                  config.kb_store(p))
     if labelled:
+        check_against_kb(queries, {x.doc for x in kb.index.passages}, str(queries_path))
         per_query, retrieval = step_evaluate(kb.index, queries, p)
         signals = {r["id"]: r["signals"] for r in per_query}
     else:
@@ -376,7 +378,8 @@ def run_chain(kb_folder: str | Path, queries_path: str | Path, p: Mapping, gate:
              "retrieved": [[d, s] for d, s in zip(a["retrieved"], a["retrieved_scores"])],
              "gate_score": a["score"], "tau": gate.tau, "status": f["status"], "reason": f["reason"],
              "say": f["say"], "source": f["source"], "llm_error": a["error"]} for a, f in zip(answers, final_rows)]
-    out = {"gate": {"signal": gate.signal, "tau": gate.tau, "source": source, "fitted_on": gate.fitted_on},
+    fitted = {"artifact": gate.to_dict()} if source != "shipped" else {}  # what `rag run --save-gate` writes
+    out = {"gate": {"signal": gate.signal, "tau": gate.tau, "source": source, "fitted_on": gate.fitted_on, **fitted},
            "kb": {"folder": str(kb_folder), "passages": len(kb.index.passages), "cached": kb.cached},
            "final": final, "latency": latency_metrics(answers), "answers": rows}
     return {**out, "retrieval": retrieval} if labelled else out

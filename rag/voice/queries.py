@@ -1,6 +1,8 @@
 """Voice-track queries: loading with checks, and rewriting follow-ups in order."""
 from __future__ import annotations
 
+import unicodedata
+from difflib import get_close_matches
 from pathlib import Path
 
 from rag.io import InputError, normalise_text, read_jsonl
@@ -8,6 +10,7 @@ from rag.voice.rewrite import DEFAULT_RULES, RewriteRules, rewrite
 
 REQUIRED = ("id", "asr")
 LABELS = ("relevant", "answerable", "facts")
+KNOWN = (*REQUIRED, "context", *LABELS, "spoken")  # other fields are kept and ignored, unless one is a typo of these
 
 
 def load_queries(path: str | Path) -> list[dict]:
@@ -35,6 +38,12 @@ def load_queries(path: str | Path) -> list[dict]:
                              f"{'lacks' if labelled else 'has'} {', '.join(missing)}")
         if not isinstance(row["id"], str) or not row["id"]:
             raise InputError(f"{where}: id must be a non-empty string")
+        if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in row["id"]):
+            raise InputError(f"{where}: id holds a control character or a line break")
+        typo = next((k for k in row if k not in KNOWN and get_close_matches(k, KNOWN, 1, 0.8)), None)
+        if typo is not None:
+            raise InputError(f"{where}: unknown field {typo!r} (did you mean "
+                             f"{get_close_matches(typo, KNOWN, 1, 0.8)[0]!r}?)")
         if row["id"] in seen:
             raise InputError(f"{where}: duplicate id")
         if not isinstance(row["asr"], str):
@@ -59,6 +68,9 @@ def _check_labels(row: dict, where: str) -> None:
             raise InputError(f"{where}: {key} must be a list of strings")
     if row["answerable"] and not row["relevant"]:
         raise InputError(f"{where}: an answerable query needs at least one relevant document")
+    if row["answerable"] and (not row["facts"] or not all(f.strip() for f in row["facts"])):
+        raise InputError(f"{where}: an answerable query needs facts, each a non-empty string a right answer holds "
+                         "(no facts can never be scored right; an empty one matches every sentence)")
 
 
 def is_labelled(queries: list[dict]) -> bool:
@@ -67,15 +79,17 @@ def is_labelled(queries: list[dict]) -> bool:
     return bool(queries) and "answerable" in queries[0]
 
 
-def check_against_kb(queries: list[dict], docs: set[str]) -> None:
+def check_against_kb(queries: list[dict], docs: set[str], source: str = "") -> None:
     """Raise InputError unless some query is answerable and every ``relevant`` name is a KB document
-    (a misspelt gold name would otherwise count silently as a retrieval miss)."""
+    (a misspelt gold name would otherwise count silently as a retrieval miss); ``source``, the queries file, leads
+    the message when given."""
+    lead = f"{source}: " if source else ""
     if not any(q["answerable"] for q in queries):
-        raise InputError("no answerable query: retrieval metrics and tau need at least one")
+        raise InputError(f"{lead}no answerable query: retrieval metrics and tau need at least one")
     for q in queries:
         unknown = sorted(set(q["relevant"]) - docs)
         if unknown:
-            raise InputError(f"query {q['id']!r}: relevant document(s) {unknown} not in the KB")
+            raise InputError(f"{lead}query {q['id']!r}: relevant document(s) {unknown} not in the KB")
 
 
 def _line_numbers(path: str | Path) -> list[int]:

@@ -15,6 +15,7 @@ An answer passes only if ALL hold (the failure reason names the first that does 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping, Sequence
@@ -25,7 +26,7 @@ from rag.voice.rewrite import DEFAULT_RULES, RewriteRules, normalise, normalise_
 
 REASONS = ("ok", "empty_answer", "source_none", "source_not_retrieved", "source_unknown",
            "number_not_in_source", "numbers_split_across_sentences", "no_supporting_sentence",
-           "wrong_day", "wrong_service", "yes_no_unsupported", "polarity", "unsupported_words")
+           "wrong_day", "wrong_service", "yes_no_unsupported", "polarity", "numbers_out_of_order", "unsupported_words")
 
 # The seed split on (?<=[.!?])\s+; requiring a capital or digit next keeps "9 a.m. to 1 p.m." whole.
 # Candidate ends are . ! or ? then whitespace; `split_sentences` keeps one only before a capital (any script:
@@ -182,6 +183,26 @@ def _times(text: str, rewrite_rules: RewriteRules) -> list[tuple[int, str | None
     return [(int(m.group(1)), m.group(2), m.group(3)) for m in _TOKEN_TIME.finditer(words)]
 
 
+def _forms(h: int, mm: str | None, ap: str | None) -> set[str]:
+    """Every normalised form of one number or time of `_times` (see `number_facts`)."""
+    if mm is None and not ap:
+        return {str(h)}
+    mins = mm or "00"
+    forms = {f"{h}:{mins}"}
+    if ap and 1 <= h <= 12:
+        forms.add(f"{h % 12 + (12 if ap == 'pm' else 0):02d}:{mins}")
+    if mins == "00":
+        forms.add(str(h))
+    return forms
+
+
+def _claim(h: int, mm: str | None, ap: str | None) -> str:
+    """The most specific form of one number or time of `_times` (see `answer_claims`)."""
+    if ap and 1 <= h <= 12:
+        return f"{h % 12 + (12 if ap == 'pm' else 0):02d}:{mm or '00'}"
+    return f"{h}:{mm}" if mm is not None else str(h)
+
+
 def number_facts(text: str, rewrite_rules: RewriteRules = DEFAULT_RULES) -> set[str]:
     """Every normalised form of the numbers and times in ``text`` (what a sentence supports).
 
@@ -189,30 +210,28 @@ def number_facts(text: str, rewrite_rules: RewriteRules = DEFAULT_RULES) -> set[
     "three business days" gives "3"; "half past eight" and "eight thirty" give "8:30"; "quarter to eight"
     gives "7:45"; "one hundred and eighty-nine dollars" gives "189".
     """
-    facts: set[str] = set()
-    for h, mm, ap in _times(text, rewrite_rules):
-        if mm is not None or ap:
-            mins = mm or "00"
-            facts.add(f"{h}:{mins}")
-            if ap and 1 <= h <= 12:
-                facts.add(f"{h % 12 + (12 if ap == 'pm' else 0):02d}:{mins}")
-            if mins == "00":
-                facts.add(str(h))
-        else:
-            facts.add(str(h))
-    return facts
+    return {f for t in _times(text, rewrite_rules) for f in _forms(*t)}
 
 
 def answer_claims(answer: str, rewrite_rules: RewriteRules) -> set[str]:
     """What an answer asserts: the most specific form of each number or time
     ("9 a.m." claims "09:00"; "8:30" claims "8:30"; "24 hours" claims "24")."""
-    claims = set()
-    for h, mm, ap in _times(answer, rewrite_rules):
-        if ap and 1 <= h <= 12:
-            claims.add(f"{h % 12 + (12 if ap == 'pm' else 0):02d}:{mm or '00'}")
-        else:
-            claims.add(f"{h}:{mm}" if mm is not None else str(h))
-    return claims
+    return {_claim(*t) for t in _times(answer, rewrite_rules)}
+
+
+def in_order(answer: str, sentence: str, rewrite_rules: RewriteRules = DEFAULT_RULES) -> bool:
+    """Whether the numbers and times of ``answer`` stand in ``sentence`` in the same order (each claim, `answer_claims`,
+    matched to a later number of the sentence, in its `number_facts` forms): "from 1 p.m. to 9 a.m." holds the
+    numbers of "from 9 a.m. to 1 p.m." and says the opposite; a dog's and a cat's prices swapped likewise."""
+    items = [_forms(*t) for t in _times(sentence, rewrite_rules)]
+    at = 0
+    for t in _times(answer, rewrite_rules):
+        while at < len(items) and _claim(*t) not in items[at]:
+            at += 1
+        if at == len(items):
+            return False
+        at += 1
+    return True
 
 
 def _stem_words(text: str) -> list[str]:
@@ -289,6 +308,29 @@ def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
     single, phrases = _negation_cues(tuple(rules.negations))
     return bool(single.intersection(words)) or any(
         tuple(words[i:i + len(p)]) == p for p in phrases for i in range(len(words) - len(p) + 1))
+
+
+NOT_CLASS = frozenset({"not", "cannot", "cant", "dont", "doesnt", "didnt", "wont", "isnt", "arent", "wasnt", "werent",
+                       "havent", "hasnt", "hadnt", "shouldnt", "couldnt", "wouldnt", "mustnt", "neednt"})  # = "not"
+
+
+def negation_cues(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> Counter:
+    """The negation cues of ``text`` (`rules.negations`) counted, a contracted or joined "not" ("don't", "cannot")
+    counted as "not" and a phrase cue ("no longer") as itself, so that "We don't accept checks" and "We do not accept
+    checks" hold the same cues and "We are not closed" holds one more than "We are closed"."""
+    words = normalise(text)
+    single, phrases = _negation_cues(tuple(rules.negations))
+    found: Counter = Counter()
+    taken: set[int] = set()
+    for p in phrases:
+        for i in range(len(words) - len(p) + 1):
+            if tuple(words[i:i + len(p)]) == p and not taken.intersection(range(i, i + len(p))):
+                found[" ".join(p)] += 1
+                taken.update(range(i, i + len(p)))
+    for i, w in enumerate(words):
+        if w in single and i not in taken:
+            found["not" if w in NOT_CLASS else w] += 1
+    return found
 
 
 def _claims(answer: str, rules: VerifyRules = DEFAULT_VERIFY) -> set[str]:
@@ -386,6 +428,17 @@ def verify(answer: str, source: str, retrieved: Sequence[str], kb: Mapping[str, 
         negative = is_negative(answer, rules)
     if is_negative(support, rules) != negative:
         return False, "polarity"
+    # No more negations than the sentence makes: "We are not closed on Sunday." (a cue more) or "We do not not accept
+    # Medicaid." flips "We are closed ..." / "We do not accept ..." while both read as negative; other forms of one
+    # negation agree ("do not" / "no longer", "cannot" / "ineligible"). A leading "yes" / "no" answers the question
+    # and is no cue of the claim ("No, we are closed on Sunday.").
+    if not bare:
+        words = normalise(answer)
+        claim = " ".join(words[1:] if words[:1] in (["yes"], ["no"]) else words)
+        if sum(negation_cues(claim, rules).values()) > sum(negation_cues(support, rules).values()):
+            return False, "polarity"
+    if not in_order(answer, support, rewrite_rules):
+        return False, "numbers_out_of_order"
     extra = _claims(answer, rules) - _content(support, rules)
     if extra:  # "A flu shot costs $30 and requires a referral.": most words are the sentence's, the claim is not
         return False, "unsupported_words"
