@@ -364,11 +364,21 @@ def _gate(args):
 def _run(p: dict, args) -> int:
     from rag.voice.pipeline import run_chain
 
+    if args.save_gate is not None:  # checked before the run, not after it
+        from rag.io import InputError
+
+        if Path(args.save_gate).is_dir() or not args.save_gate.strip():
+            raise InputError(f"--save-gate {args.save_gate!r}: give the file to write the gate to, not a folder")
+        if any(d.exists() and not d.is_dir() for d in Path(args.save_gate).parents):
+            raise InputError(f"--save-gate {args.save_gate!r}: lies under a file")
     result = run_chain(args.kb, args.queries, p, _gate(args), args.cache_dir, progress=True, warn=_warn)
     if args.save_gate:
-        from rag.io import write_json
+        from rag.io import InputError, write_json
 
-        write_json(args.save_gate, result["gate"]["artifact"])
+        try:
+            write_json(args.save_gate, result["gate"]["artifact"])
+        except OSError as e:
+            raise InputError(f"--save-gate {args.save_gate}: {e.strerror or e}") from None
         print(f"gate written to {args.save_gate} (use it with --gate {args.save_gate})", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))

@@ -104,6 +104,10 @@ def test_a_gate_fitted_on_your_questions_is_saved_and_reused(small_kb, tmp_path,
                  "--llm-url", "http://127.0.0.1:9", "--json"]) == 0
     asked = json.loads(capsys.readouterr().out)
     assert asked["tau"] == saved["tau"] and asked["status"] == "refused"
+    assert main(["run", str(small_kb), str(queries), "--save-gate", str(tmp_path)]) == 2  # a folder: before any work
+    assert capsys.readouterr().err == f"error: --save-gate {str(tmp_path)!r}: give the file to write the gate to, not a folder\n"
+    assert main(["run", str(small_kb), str(queries), "--save-gate", str(queries / "g.json")]) == 2
+    assert capsys.readouterr().err == f"error: --save-gate {str(queries / 'g.json')!r}: lies under a file\n"
 
 
 def test_empty_kb_folder(tmp_path, capsys):
