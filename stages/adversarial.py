@@ -80,7 +80,8 @@ def korean(rows, p):
             res = answer_ko(url, text, shown, s)
             ms = (time.perf_counter() - t0) * 1000.0
             final = res["final"]
-            verified = adv.ko_check_said(final, res["raw_answer"], res["raw_citations"], shown, text, s.support)
+            verified = adv.ko_check_said(final, res["raw_answer"], res["raw_citations"], shown, text, s.support,
+                                         s.gate.min_support)
             out.append(record("ko_typed", r, text, final["say"], final["status"], final["reason"], res["error"],
                               final["say"] == ABSTAIN, verified, ms, source=",".join(final["citations"])))
     return out

@@ -5,11 +5,12 @@ the schema, verifier, extractive fallback, gold-included and gold-excluded).
 
 ``ko_gen_models.sample`` / ``seed`` / ``grid`` replace those of ``ko_gen`` (the rest of ``ko_gen`` is shared);
 each model gets its own cold server with ``ko_gen_models.threads`` threads and ``ko_gen_models.cache_ram_mib``
-of prompt cache (within a question the calls share the instructions' prefix). The same replies are also decided
-under each sentence support of `ALTERNATIVES` (`ko_runs.redecide`, no new call): the rule at the shipped
-``min_question_share`` and at 0, and the learned support (``ko_gen.support_model``), so the supports are compared on
-the same replies. A model whose server does not start
-stops the stage (no metrics from fallback answers). Writes metrics/ko/generation_models.json and .md (numbers only)
+of prompt cache (within a question the calls share the instructions' prefix). What is said passes the model's
+answer gate (``ko_gen.answer_gate``: its confidence, read from the tokens' log-probabilities, which every call asks
+for and every row keeps). The same replies are also decided by the verifier alone (no gate) under each sentence
+support of `alternatives` (`ko_runs.redecide`, no new call): the rule at the shipped ``min_question_share`` and at 0,
+and the learned support (``ko_gen.support_model``), so the supports are compared on the same replies. A model whose
+server does not start stops the stage (no metrics from fallback answers). Writes metrics/ko/generation_models.json and .md (numbers only)
 and data/ko/generation_models.jsonl (one row per call, KorQuAD text: git-ignored, never committed).
 
 ``--redecide``: no LLM; the replies of data/ko/generation_models.jsonl decided again with today's verifier and
@@ -23,12 +24,12 @@ import json
 from pathlib import Path
 
 from common import ROOT, main, params
-from ko_runs import generate, korquad, redecide, score_cells, support_label, table, without_passages
+from ko_runs import gate_label, generate, korquad, redecide, score_cells, support_label, table, without_passages
 
 from rag.bench.squad import passage_text
 from rag.io import read_jsonl, write_json, write_jsonl, write_text
 from rag.ko import tokenize as korean
-from rag.ko.answer import ShareSupport, focus
+from rag.ko.answer import AnswerGate, ShareSupport, focus
 from rag.ko.support import from_params as support_from_params
 
 
@@ -71,8 +72,10 @@ def run() -> None:
         shipped = next(v for v in supports.values() if v.name == g["support"])  # the rule's first: its shipped share
     for model in m["models"]:
         if again_only:
-            rows = redecide(by_model[model], shipped)
+            gate = AnswerGate.from_params(g, {"url": "", "local_model": model})
+            rows = redecide(by_model[model], shipped, gate)
             cells, meta = score_cells(rows), {**metas[model], "support": support_label(g, shipped),
+                                              "answer_gate": gate_label(gate),
                                               "redecided": "its stored replies decided again by --redecide, no new call"}
         else:
             llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]),
@@ -88,8 +91,10 @@ def run() -> None:
                   f"load average {meta['load_average_at_start']} at the start; {meta['calls']} calls, "
                   f"{meta['runtime_s']} s, mean call {meta['llm_call_ms_mean']} ms"
                   + (f" ({meta['redecided']})" if "redecided" in meta else "") + ".\n\n"
-                  f"Shipped sentence support, {meta['support']}:\n\n{table(cells)}\n"
-                  + "".join(f"The same replies decided under support {name} (`ko_runs.redecide`, no new call):\n\n"
+                  f"Shipped sentence support, {meta['support']}; answer gate ({model}'s `ko_gen.answer_gate`): "
+                  f"{meta['answer_gate']}:\n\n{table(cells)}\n"
+                  + "".join(f"The same replies decided under support {name}, the verifier alone (no answer gate; "
+                            f"`ko_runs.redecide`, no new call):\n\n"
                             f"{table(c)}\n" for name, c in again.items()))
     write_jsonl(Path(ko["data_dir"]) / "generation_models.jsonl", rows_all)
     write_json(Path(ko["metrics_dir"]) / "generation_models.json",

@@ -21,7 +21,7 @@ from common import ROOT
 from rag.bench.squad import load_answers, passage_text
 from rag.io import InputError, read_jsonl
 from rag.ko import tokenize as korean
-from rag.ko.answer import KoSettings, answer_ko, decide_ko, focus, score_rows
+from rag.ko.answer import AnswerGate, KoSettings, answer_ko, decide_ko, focus, score_rows
 from rag.ko.support import from_params as support_from_params
 from rag.retrieval.indexes import BM25Index
 from rag.voice.pipeline import llm_url
@@ -122,7 +122,8 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
             "threads": int(llm["threads"]), "load_average_at_start": round(load_at_start, 2),
             "retriever": f"BM25 (k1={k1}, b={b}) over {korean.tokenizer_version('kiwi')}, "
                          f"index_title={ko['index_title']}, all {len(passages)} passages",
-            "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"], "support": support_label(g, support)}
+            "passage_max_chars": cap, "max_len": g["max_len"], "grid": g["grid"], "support": support_label(g, support),
+            "answer_gate": gate_label(AnswerGate.from_params(g, llm))}
     return rows, cells, meta
 
 
@@ -145,13 +146,22 @@ def support_label(g: dict, support) -> str:
     return f"learned ({g['support_model']}, min_score {support.min_score:.3f})"
 
 
-def redecide(rows: list[dict], support) -> list[dict]:
+def gate_label(gate: AnswerGate) -> str:
+    """How an answer gate is named in the metrics ("the verifier alone", "support >= 0.0, mean token logprob >=
+    -0.0258")."""
+    parts = ([] if gate.min_support is None else [f"support >= {gate.min_support}"]) + \
+        ([] if gate.min_mean_logprob is None else [f"mean token logprob >= {gate.min_mean_logprob}"])
+    return ", ".join(parts) or "the verifier alone"
+
+
+def redecide(rows: list[dict], support, gate: AnswerGate = AnswerGate()) -> list[dict]:
     """The same replies decided again (`rag.ko.answer.decide_ko`) under another sentence ``support``
-    (`rag.ko.answer.ShareSupport` at some ``min_question_share``, or `rag.ko.support.LearnedSupport`): what the
-    verifier and fallback would have said, with no new LLM call. Rows need their ``passages``."""
+    (`rag.ko.answer.ShareSupport` at some ``min_question_share``, or `rag.ko.support.LearnedSupport`) and answer
+    ``gate`` (default: the verifier alone): what the verifier and fallback would have said, with no new LLM call.
+    Rows need their ``passages`` (and ``answer_logprobs`` for a gate that reads them; a row without them fails it)."""
     return [{**r, "final": decide_ko(r["question"], None if r["error"] else r["raw_answer"],
                                      None if r["error"] else r["raw_citations"], r["passages"], r["error"],
-                                     support)} for r in rows]
+                                     support, gate, r.get("answer_logprobs"))} for r in rows]
 
 
 def without_passages(rows: list[dict]) -> list[dict]:

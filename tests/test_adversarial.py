@@ -81,6 +81,12 @@ def test_ko_check_said():
     assert not adv.ko_check_said({**ex, "citations": ["1"]}, None, None, shown, "q")   # not in the cited passage
     assert not adv.ko_check_said({**ex, "citations": ["kb-secret"]}, None, None, shown, "q")
     assert not adv.ko_check_said({"status": "llm", "say": "해킹 성공", "citations": ["1"]}, "다른 답", ["1"], shown, "q")
+    # an llm answer is checked at the support the answer gate set: 0.8 refuses 서울 (2 of 3 question terms), 0 lets it
+    from rag.ko.answer import ShareSupport
+
+    said = {"status": "llm", "say": "서울", "citations": ["1"]}
+    assert not adv.ko_check_said(said, "서울", ["1"], shown, "대한민국의 수도 이름은?", ShareSupport(0.8))
+    assert adv.ko_check_said(said, "서울", ["1"], shown, "대한민국의 수도 이름은?", ShareSupport(0.8), 0.0)
 
 
 def test_question_text_builds_the_long_transcript():

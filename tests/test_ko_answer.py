@@ -176,6 +176,7 @@ def test_call_through_stub_server():
     assert sent["response_format"]["json_schema"]["schema"]["properties"]["citations"]["items"]["enum"] == \
         ["1", "2", "none"]
     assert sent["temperature"] == 0.0 and sent["messages"][-1]["content"].startswith("[문서 1] 서울은")
+    assert sent["logprobs"] is True            # every Korean call asks for them: the answer gate reads them
     with Stub(json.dumps({"answer": "서울", "citations": ["5"]})) as stub:   # schema ignored by the server
         reply = ask_ko(stub.url, Q, P, KoSettings(timeout_s=5))
     assert reply.error == "citation_not_in_enum" and reply.answer is None and reply.citations is None
@@ -269,3 +270,53 @@ def test_the_extractive_pick_counts_a_term_kiwi_reads_inside_a_compound():
     # questions: said sentence holds a gold span 0.697 -> 0.707)
     passages = ["서울 지점: 주차는 무료입니다.", "서울 지점: 영업시간은 오전 10시부터 오후 8시까지입니다."]
     assert extractive_ko("서울 지점 영업 시간은 언제인가요?", passages) == (passages[1], "2")
+
+
+def test_answer_token_logprobs_reads_the_answer_string_only():
+    from rag.ko.answer import answer_token_logprobs
+
+    # Qwen's tokens as llama.cpp streams them (a code fence before the JSON is reported, then stripped)
+    tokens = [("```", -0.74), ("{\n", -0.04), (' "', 0.0), ("answer", 0.0), ('":', 0.0), (' "', 0.0), ("서", -0.008),
+              ("울", -0.001), ('",\n', -0.011), (' "', 0.0), ("citations", 0.0), ('":', 0.0), (' ["', -0.03),
+              ("1", -0.032), ('"]}', -0.07)]
+    assert answer_token_logprobs(tokens) == [-0.008, -0.001]
+    assert answer_token_logprobs([('{"answer": "a\\"b', -1.0), ('c", ', -2.0), ('"citations": ["1"]}', -3.0)]) == \
+        [-1.0, -2.0]                                                   # an escaped quote does not end the string
+    assert answer_token_logprobs([('{"answer": ""}', -1.0)]) == []    # an empty answer has no tokens
+    assert answer_token_logprobs([('{"citations": ["1"]}', -1.0)]) == [] and answer_token_logprobs(None) == []
+
+
+def test_the_answer_gate_replaces_an_unconfident_answer_and_can_set_its_own_support():
+    from rag.ko.answer import AnswerGate
+
+    app = "멜론은 음원 서비스이다. 이 쇼케이스는 유튜브를 통해 최초로 공개되었다."
+    showcase = "쇼케이스가 최초로 공개된 사이트는?"   # the 유튜브 sentence holds 3 of its 4 terms (0.75)
+    strict = ShareSupport(0.8)                       # the verifier alone refuses 유튜브 at 0.8; no sentence passes
+    assert decide_ko(showcase, "유튜브", ["1"], [app], support=strict)["status"] == "fallback_abstained"
+    gate = AnswerGate(min_support=0.0, min_mean_logprob=-0.1)
+    d = decide_ko(showcase, "유튜브", ["1"], [app], support=strict, gate=gate, answer_logprobs=[-0.02, -0.1])
+    assert (d["say"], d["status"], d["reason"]) == ("유튜브", "llm", "supported")            # mean -0.06
+    d = decide_ko(showcase, "유튜브", ["1"], [app], support=strict, gate=gate, answer_logprobs=[-0.02, -0.3])
+    assert (d["status"], d["reason"]) == ("fallback_abstained", "low_confidence")            # mean -0.16
+    assert decide_ko(showcase, "유튜브", ["1"], [app], gate=gate)["reason"] == "no_logprobs"
+    d = decide_ko(showcase, "멜론", ["1"], [app], gate=gate, answer_logprobs=[0.0])  # confident, still not grounded
+    assert (d["status"], d["reason"]) == ("extractive", "not_with_question_terms")
+    assert decide_ko(Q, ABSTAIN, ["none"], P, gate=gate)["status"] == "abstained"  # an abstention needs no confidence
+    assert decide_ko(Q, "서울", ["1"], P, gate=AnswerGate(), answer_logprobs=[-9.0])["status"] == "llm"  # no gate
+
+
+def test_the_gate_applies_to_the_model_it_was_chosen_for_only():
+    from rag.ko.answer import AnswerGate
+
+    g = {"answer_gate": {"model": "qwen2.5-coder-1.5b", "min_support": 0.0, "min_mean_logprob": -0.0259}}
+    assert AnswerGate.from_params(g, {"url": "", "local_model": "qwen2.5-coder-1.5b"}) == AnswerGate(0.0, -0.0259)
+    assert AnswerGate.from_params(g, {"url": "", "local_model": "smollm2-135m-q8"}) == AnswerGate()
+    assert AnswerGate.from_params(g, {"url": "http://127.0.0.1:1", "model": "remote-7b",
+                                      "local_model": "qwen2.5-coder-1.5b"}) == AnswerGate()   # the server's model
+    assert AnswerGate.from_params({}, {"url": "", "local_model": "qwen2.5-coder-1.5b"}) == AnswerGate()
+    half = {"answer_gate": {"model": "m", "min_support": None, "min_mean_logprob": -0.5}}
+    assert AnswerGate.from_params(half, {"url": "", "local_model": "m"}) == AnswerGate(None, -0.5)
+    for bad in ({"model": "m", "min_logprob": -1}, {"model": "m", "min_mean_logprob": 0.5},
+                {"model": "m", "min_support": 2}, {"model": "m", "min_support": "high"}, [0.1]):
+        with pytest.raises(ValueError, match="ko_gen.answer_gate"):
+            AnswerGate.from_params({"answer_gate": bad}, {"url": "", "local_model": "m"})

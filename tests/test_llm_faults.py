@@ -242,3 +242,24 @@ def test_chosen_waits_until_one_offered_sentence_fits():
     assert chosen('{"source": "kb-', schema) is None  # the answer has not begun
     assert chosen('{"answer": "We are closed.', schema) is None  # not the schema's order
     assert chosen(begun + "We are closed.", answer_schema(["kb-a"], 200)) is None  # free mode: nothing offered
+
+
+def test_token_logprobs_are_kept_when_asked_and_malformed_ones_dropped():
+    from rag.llm.client import ask, cited_schema
+
+    schema = cited_schema(["1"], 40)
+    content = json.dumps({"answer": "서울", "citations": ["1"]})
+    def chunk(piece, lps, finish=None):
+        return json.dumps({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": finish,
+                                        "logprobs": {"content": lps}}]})
+    events = [chunk(content[:14], [{"token": content[:14], "logprob": -0.5}]),
+              chunk(content[14:16], [{"token": "서", "logprob": -1.25}, {"token": 7, "logprob": -1.0},
+                                     {"token": "x", "logprob": "low"}]),
+              chunk(content[16:], [{"token": content[16:], "logprob": -0.0}], "stop"), "[DONE]"]
+    with Stub(events=events) as stub:
+        r = ask(stub.url, [{"role": "user", "content": "q"}], schema, max_tokens=20, timeout_s=5, logprobs=True)
+        plain = ask(stub.url, [{"role": "user", "content": "q"}], schema, max_tokens=20, timeout_s=5)
+    assert (r.error, r.answer, r.citations) == (None, "서울", ["1"])
+    assert r.token_logprobs == [(content[:14], -0.5), ("서", -1.25), (content[16:], 0.0)]
+    assert stub.requests[0]["logprobs"] is True and stub.requests[0]["top_logprobs"] == 1
+    assert "logprobs" not in stub.requests[1] and plain.token_logprobs is None

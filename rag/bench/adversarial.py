@@ -126,11 +126,12 @@ def markdown(forms: Mapping[str, Mapping]) -> str:
 
 
 def ko_check_said(final: Mapping, raw_answer: str | None, raw_citations: Sequence[str] | None,
-                  passages: Sequence[str], question: str, support=None) -> bool:
+                  passages: Sequence[str], question: str, support=None, min_score: float | None = None) -> bool:
     """The Korean turn's `rag.bench.loadtest.check_said`: True when what `rag.ko.answer.decide_ko` said is allowed: the
     abstention sentence (``abstained`` / ``fallback_abstained``), a sentence of the cited shown passage
     (``extractive``), or the model's own answer that `rag.ko.answer.verify_ko` passes again here under the same
-    sentence ``support`` (``llm``; None: the rule's default)."""
+    sentence ``support`` (``llm``; None: the rule's default) at ``min_score`` (None: the support's own; the answer
+    gate's ``min_support``, `rag.ko.answer.AnswerGate`, when it sets one)."""
     from rag.ko.answer import ABSTAIN, DEFAULT_SUPPORT, split_sentences_ko, verify_ko
 
     status, say, cits = final.get("status"), final.get("say"), list(final.get("citations") or ())
@@ -142,5 +143,5 @@ def ko_check_said(final: Mapping, raw_answer: str | None, raw_citations: Sequenc
         return say in split_sentences_ko(passages[int(cits[0]) - 1])
     if status == "llm":
         return say == raw_answer and verify_ko(say, raw_citations, passages, question,
-                                               DEFAULT_SUPPORT if support is None else support)[0]
+                                               DEFAULT_SUPPORT if support is None else support, min_score)[0]
     return False

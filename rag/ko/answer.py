@@ -247,7 +247,8 @@ DEFAULT_SUPPORT = ShareSupport()
 
 
 def sentence_support(answer: str, cited: Sequence[str], question: str | None = None,
-                     support=DEFAULT_SUPPORT, shown: Sequence[str] | None = None) -> str | None:
+                     support=DEFAULT_SUPPORT, shown: Sequence[str] | None = None,
+                     min_score: float | None = None) -> str | None:
     """None when ONE cited sentence (`split_sentences_ko`) supports the answer as an answer to ``question``, else
     the failure reason.
 
@@ -256,8 +257,8 @@ def sentence_support(answer: str, cited: Sequence[str], question: str | None = N
     all its other key terms (as morphemes or substrings, like `unsupported_terms`) and, when ``question`` is
     given, reach ``support.min_score`` under ``support`` (`ShareSupport`, the rule: at least one and
     ``min_question_share`` of the question's key terms; or `rag.ko.support.LearnedSupport`, scored with all the
-    ``shown`` passages, default ``cited``): a span answer ("1919년", "멜론") carries no topic of its own, the
-    question does; a span copied from a sentence about something else fails (``number_not_with_terms`` for an
+    ``shown`` passages, default ``cited``; ``min_score`` in place of the support's own when given): a span answer
+    ("1919년", "멜론") carries no topic of its own, the question does; a span copied from a sentence about something else fails (``number_not_with_terms`` for an
     answer with numbers, ``not_with_question_terms`` for one without)."""
     nums = numbers_ko(answer)
     sentences = [s for text in cited for s in split_sentences_ko(text)]
@@ -278,13 +279,13 @@ def sentence_support(answer: str, cited: Sequence[str], question: str | None = N
     shown = list(cited if shown is None else shown)  # scored among every shown sentence, as the support was fitted
     pool = list(dict.fromkeys([s for text in shown for s in split_sentences_ko(text)] + holding))
     scores = dict(zip(pool, support.scores(question, pool, shown)))
-    if max(scores[s] for s in holding) >= support.min_score:
+    if max(scores[s] for s in holding) >= (support.min_score if min_score is None else min_score):
         return None
     return "number_not_with_terms" if nums else "not_with_question_terms"
 
 
 def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[str],
-              question: str | None = None, support=DEFAULT_SUPPORT) -> tuple[bool, str]:
+              question: str | None = None, support=DEFAULT_SUPPORT, min_score: float | None = None) -> tuple[bool, str]:
     """Whether an answer may be said; ``(ok, reason)``.
 
     reason: ``abstained`` (ok: the abstention sentence cited "none"), ``supported`` (ok),
@@ -293,7 +294,8 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
     reverse: `polarity_agrees`; checked before the terms, since "복용할 수 있다" against "복용할 수 없다"
     also has a term, 있, missing), ``terms_not_in_cited`` (a key term absent from the cited passages),
     ``number_not_in_cited`` / ``number_not_with_terms`` / ``not_with_question_terms`` (`sentence_support`;
-    ``question`` adds the ``support`` test: `ShareSupport` or `rag.ko.support.LearnedSupport`).
+    ``question`` adds the ``support`` test: `ShareSupport` or `rag.ko.support.LearnedSupport`, at ``min_score``
+    when given, else at the support's own).
     """
     if not citations_valid(answer, citations, len(passages)):
         return False, "invalid_citation"
@@ -306,7 +308,7 @@ def verify_ko(answer: str, citations: Sequence[str] | None, passages: Sequence[s
         return False, "polarity"
     if unsupported_terms(answer, cited):
         return False, "terms_not_in_cited"
-    reason = sentence_support(answer, cited, question, support, passages)
+    reason = sentence_support(answer, cited, question, support, passages, min_score)
     if reason:
         return False, reason
     return True, "supported"
@@ -372,17 +374,68 @@ def extractive_ko(question: str, passages: Sequence[str], support=DEFAULT_SUPPOR
     return cands[best]
 
 
+@dataclass(frozen=True)
+class AnswerGate:
+    """What a generator's answer needs besides `verify_ko`'s checks to be said: its sentence's support score at least
+    ``min_support`` (None: the support's own ``min_score``, the one the extractive fallback needs), and the mean
+    log-probability (natural log, per token, the generator's own: `answer_token_logprobs`) of its answer's tokens at
+    least ``min_mean_logprob`` (None: not asked). A confidence threshold is the generator's own calibration, so
+    params name the model a gate was chosen for (``ko_gen.answer_gate``); ``AnswerGate()`` is the verifier alone.
+    Source of the signal: the sequence-probability baseline of Jiang et al. 2021, "How can we know when language
+    models know?" (TACL)."""
+
+    min_support: float | None = None
+    min_mean_logprob: float | None = None
+
+    def __post_init__(self):
+        if self.min_support is not None and not 0.0 <= self.min_support <= 1.0:
+            raise ValueError(f"min_support must be in [0, 1] or null, got {self.min_support}")
+        if self.min_mean_logprob is not None and not -1e9 < self.min_mean_logprob <= 0.0:
+            raise ValueError(f"min_mean_logprob must be a log-probability (<= 0) or null, got {self.min_mean_logprob}")
+
+    @classmethod
+    def from_params(cls, g: Mapping, llm: Mapping) -> "AnswerGate":
+        """The gate of params ``ko_gen.answer_gate`` (``{model, min_support, min_mean_logprob}``; either threshold may
+        be null) when its ``model`` is the one that answers (``llm.model`` for a server at ``llm.url``, else
+        ``llm.local_model``); ``AnswerGate()`` for any other model or no entry. Raises ValueError naming the key for
+        an unknown key or a bad value."""
+        entry = g.get("answer_gate") or {}
+        if not isinstance(entry, Mapping) or set(entry) - {"model", "min_support", "min_mean_logprob"}:
+            raise ValueError("params ko_gen.answer_gate must map model, min_support and min_mean_logprob, got "
+                             f"{entry!r}")
+        served = (llm.get("model") if llm.get("url") else llm.get("local_model")) or ""
+        if not entry or entry.get("model") != served:
+            return cls()
+        try:
+            return cls(**{k: None if v is None else float(v) for k, v in entry.items() if k != "model"})
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"params ko_gen.answer_gate: {e}") from None
+
+    def confident(self, answer_logprobs: Sequence[float] | None) -> str | None:
+        """None when the answer's token log-probabilities pass ``min_mean_logprob`` (or it is not asked), else the
+        reason: ``no_logprobs`` (the server sent none) or ``low_confidence``."""
+        if self.min_mean_logprob is None:
+            return None
+        if not answer_logprobs:
+            return "no_logprobs"
+        return None if sum(answer_logprobs) / len(answer_logprobs) >= self.min_mean_logprob else "low_confidence"
+
+
 def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
-              error: str | None = None, support=DEFAULT_SUPPORT) -> dict:
+              error: str | None = None, support=DEFAULT_SUPPORT, gate: AnswerGate = AnswerGate(),
+              answer_logprobs: Sequence[float] | None = None) -> dict:
     """What is finally said: ``{say, citations, status, reason}``.
 
-    status: ``llm`` (a verified answer), ``abstained`` (the model's verified abstention),
-    ``extractive`` (a passage sentence, `extractive_ko`), ``fallback_abstained`` (the abstention
-    sentence because no sentence reaches ``support.min_score``). reason: the verifier's
-    reason (`verify_ko`, given the question), or ``llm_<error code>`` when the call failed.
+    status: ``llm`` (a verified answer that also passes ``gate`` with its ``answer_logprobs``,
+    `answer_token_logprobs`), ``abstained`` (the model's verified abstention), ``extractive`` (a passage sentence,
+    `extractive_ko`), ``fallback_abstained`` (the abstention sentence because no sentence reaches
+    ``support.min_score``). reason: the verifier's reason (`verify_ko`, given the question, its support test at
+    ``gate.min_support``), the gate's (`AnswerGate.confident`), or ``llm_<error code>`` when the call failed.
     """
     if error is None and answer is not None:
-        ok, reason = verify_ko(answer, citations, passages, question, support)
+        ok, reason = verify_ko(answer, citations, passages, question, support, gate.min_support)
+        if ok and reason == "supported" and (why := gate.confident(answer_logprobs)):
+            ok, reason = False, why
         if ok:
             return {"say": ABSTAIN if reason == "abstained" else answer,
                     "citations": ["none"] if reason == "abstained" else list(dict.fromkeys(citations)),
@@ -408,6 +461,31 @@ def parse_raw(raw: str) -> tuple[str | None, list[str] | None]:
     cits = obj.get("citations")
     cits = [str(c) for c in cits] if isinstance(cits, list) else None
     return obj["answer"], cits
+
+
+_ANSWER_KEY = re.compile(r'"answer"\s*:\s*"')
+
+
+def answer_token_logprobs(token_logprobs: Sequence[tuple[str, float]] | None) -> list[float]:
+    """The log-probabilities (natural log, the generator's own, `rag.llm.client.LLMReply.token_logprobs`) of the
+    tokens that spell the ``"answer"`` string of a cited reply, in order: every token that overlaps the characters
+    between the string's opening quote and its closing (unescaped) one, in the tokens' joined text. ``[]`` when there
+    are no logprobs, no ``"answer"`` string, or it is empty."""
+    if not token_logprobs:
+        return []
+    starts, text = [], ""
+    for token, _ in token_logprobs:
+        starts.append(len(text))
+        text += token
+    m = _ANSWER_KEY.search(text)
+    if m is None:
+        return []
+    i = begin = m.end()
+    while i < len(text) and text[i] != '"':
+        i += 2 if text[i] == "\\" else 1
+    if i == begin:
+        return []
+    return [lp for (token, lp), a in zip(token_logprobs, starts) if a < i and a + len(token) > begin]
 
 
 def span_match(answer: str | None, golds: Sequence[str]) -> bool:
@@ -445,38 +523,43 @@ class KoSettings:
     seed: int = 0
     model: str | None = None
     support: object = DEFAULT_SUPPORT  # does an answer's sentence answer the question (`ShareSupport` protocol)
+    gate: AnswerGate = AnswerGate()    # what else the model's answer needs (``ko_gen.answer_gate``, for its model)
 
     @classmethod
     def from_params(cls, g: Mapping, llm: Mapping, prompt: str, support) -> "KoSettings":
         """From the ``ko_gen`` and ``llm`` sections of the params (dicts); ``prompt`` one of `PROMPTS`
-        (`build_ko_messages` rejects another); ``support`` from `rag.ko.support.from_params` (it needs the KB)."""
+        (`build_ko_messages` rejects another); ``support`` from `rag.ko.support.from_params` (it needs the KB). The
+        gate is `AnswerGate.from_params`. Raises ValueError for a bad gate."""
         return cls(prompt=prompt, max_len=int(g["max_len"]), max_tokens=int(g["max_tokens"]),
                    timeout_s=float(g["timeout_s"]), temperature=float(llm["temperature"]), seed=int(llm["seed"]),
-                   model=llm.get("model") or None, support=support)
+                   model=llm.get("model") or None, support=support, gate=AnswerGate.from_params(g, llm))
 
 
 def ask_ko(url: str, question: str, passages: Sequence[str], s: KoSettings) -> LLMReply:
-    """One schema-bound call (`rag.llm.client.ask` with `rag.llm.client.cited_schema`) over passages in rank order."""
+    """One schema-bound call (`rag.llm.client.ask` with `rag.llm.client.cited_schema`) over passages in rank order,
+    the tokens' log-probabilities asked for (`AnswerGate`)."""
     return ask(url, build_ko_messages(question, passages, s.prompt), cited_schema(labels(len(passages)), s.max_len),
                max_tokens=s.max_tokens, timeout_s=s.timeout_s, temperature=s.temperature, seed=s.seed,
-               model=s.model)
+               model=s.model, logprobs=True)
 
 
 def answer_ko(url: str | None, question: str, passages: Sequence[str], s: KoSettings) -> dict:
     """Ask (`ask_ko`), read the raw reply (`parse_raw`) and decide what is said (`decide_ko`).
 
     url None (no server could be started) gives error "unreachable" without a call. Returns
-    ``{raw, raw_answer, raw_citations, error, total_ms, final}``; ``final`` as `decide_ko`.
+    ``{raw, raw_answer, raw_citations, answer_logprobs, error, total_ms, final}``; ``answer_logprobs`` as
+    `answer_token_logprobs` (``[]`` without a reply); ``final`` as `decide_ko` under ``s.gate``.
     """
     if url is None:
-        raw, error, total = "", "unreachable", None
+        raw, error, total, lps = "", "unreachable", None, []
     else:
         reply = ask_ko(url, question, passages, s)
         raw, error, total = reply.raw, reply.error, reply.total_ms
+        lps = answer_token_logprobs(reply.token_logprobs)
     raw_answer, raw_cits = parse_raw(raw)
     final = decide_ko(question, None if error else raw_answer, None if error else raw_cits, passages, error,
-                      s.support)
-    return {"raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "error": error,
+                      s.support, s.gate, lps)
+    return {"raw": raw, "raw_answer": raw_answer, "raw_citations": raw_cits, "answer_logprobs": lps, "error": error,
             "total_ms": None if total is None else round(total, 1), "final": final}
 
 

@@ -10,6 +10,7 @@ as ``LLMReply.error`` (a short reason code) and never as an answer.
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import threading
@@ -56,6 +57,9 @@ class LLMReply:
     citations: list[str] | None = None  # set instead of ``source`` when the schema is a `cited_schema`
     items: list[str] | None = None  # set (and nothing else) when the schema is a `list_schema`
     record: dict[str, str] | None = None  # set (and nothing else) when the schema is a `record_schema`
+    token_logprobs: list[tuple[str, float]] | None = None  # ``logprobs=True``: (token, natural-log probability) of
+    # each generated token as the server reports it (llama.cpp: the model's own distribution, before the schema's
+    # grammar); None when not asked for or the server sent none
     # with a `query_schema`, ``answer`` holds the rewritten query and ``source`` stays None
 
 
@@ -299,14 +303,16 @@ BUSY_STATUSES = (429, 503)  # llama.cpp: 503 while loading / when it has no free
 
 def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeout_s: float,
         temperature: float = 0.0, seed: int = 0, model: str | None = None,
-        deadline: float | None = None) -> LLMReply:
+        deadline: float | None = None, logprobs: bool = False) -> LLMReply:
     """POST ``/v1/chat/completions`` (streamed) with ``response_format`` json_schema; validate.
 
     ``schema``: an `answer_schema` (validated by `validate`, sets answer/source), a `cited_schema`
     (validated by `validate_cited`, sets answer/citations) or a `query_schema` (`validate_query`: the query in
     ``answer``) or a `list_schema` (`validate_list`: the list in ``items``) or a `record_schema` (`validate_record`: the
     fields in ``record``). ``raw`` keeps the streamed text even when validation
-    fails. Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`. Chat-template
+    fails. ``logprobs``: also ask for each generated token's log-probability (OpenAI ``logprobs``), kept in
+    ``token_logprobs`` (a server that sends none, or malformed ones, leaves it None; the reply is not failed for it).
+    Never raises for server faults: they come back as ``LLMReply.error`` in `ERRORS`. Chat-template
     control tokens are removed from every message's content first (`without_control_tokens`).
 
     The call ends by ``min(now + timeout_s, deadline)`` (``deadline``: a `time.monotonic` instant, the turn's):
@@ -332,7 +338,10 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     }
     if model:
         body["model"] = model
+    if logprobs:  # llama.cpp streams a chunk's logprobs only when top_logprobs is at least 1
+        body["logprobs"], body["top_logprobs"] = True, 1
     parts: list[str] = []
+    token_lps: list[tuple[str, float]] = []
     events = 0  # server-sent ``data:`` lines seen
     may_decline = next(iter(schema["properties"])) == "source"
     picked: tuple[str, str] | None = None  # `chosen`: the offered sentence the reply can only become
@@ -379,6 +388,8 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
                             reply.first_token_ms = (time.perf_counter() - start) * 1000
                         parts.append(piece)
                     reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
+                    if logprobs:
+                        token_lps += _token_logprobs(choice.get("logprobs"))
                 text = "".join(parts) if may_decline else ""
                 if may_decline and len(parts) <= 16 and DECLINED.match(text):
                     reply.finish_reason = "declined"  # leaving the with-block closes the socket: llama.cpp stops
@@ -407,6 +418,7 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
         if watchdog is not None:
             watchdog.cancel()
     reply.raw = "".join(parts)
+    reply.token_logprobs = token_lps or None
     if (watchdog is not None and watchdog.fired) or (not reply.error and time.monotonic() > end
                                                      and reply.finish_reason is None):
         reply.error = "timeout"
@@ -440,6 +452,16 @@ def ask(url: str, messages: list[dict], schema: dict, *, max_tokens: int, timeou
     else:
         reply.answer, reply.source, reply.error, reply.detail = validate(reply.raw, schema)
     return _done(reply, start)
+
+
+def _token_logprobs(block: object) -> list[tuple[str, float]]:
+    """``[(token, logprob), ...]`` of one streamed choice's ``logprobs`` block (OpenAI's ``{"content": [{"token",
+    "logprob"}, ...]}``); entries that are not that shape are left out."""
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [(e["token"], float(e["logprob"])) for e in content
+            if isinstance(e, dict) and isinstance(e.get("token"), str) and isinstance(e.get("logprob"), (int, float)) and math.isfinite(e["logprob"])]
 
 
 class _Watchdog:

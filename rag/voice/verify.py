@@ -301,13 +301,25 @@ def _cue_words(rules: VerifyRules) -> set[str]:
     return set(single) | {w[:-1] for w in single if len(w) > 3 and w.endswith("s")}
 
 
+def _cue_spans(words: Sequence[str], rules: VerifyRules) -> list[tuple[str, range]]:
+    """The negation cues of ``rules.negations`` among ``words`` (`normalise`d) with where they stand: each phrase cue
+    ("no longer", "out of network") where it does not overlap one found before, then each single-word cue outside
+    them. The one scan `is_negative`, `negation_cues` and `_claims` read."""
+    single, phrases = _negation_cues(tuple(rules.negations))
+    spans: list[tuple[str, range]] = []
+    taken: set[int] = set()
+    for p in phrases:
+        for i in range(len(words) - len(p) + 1):
+            if tuple(words[i:i + len(p)]) == p and not taken.intersection(range(i, i + len(p))):
+                spans.append((" ".join(p), range(i, i + len(p))))
+                taken.update(range(i, i + len(p)))
+    return spans + [(w, range(i, i + 1)) for i, w in enumerate(words) if w in single and i not in taken]
+
+
 def is_negative(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> bool:
     """True if the text contains a negation cue of ``rules.negations``: a word, or a phrase as
     consecutive words (apostrophes ignored: "don't" is "dont"; "no longer", "out of network")."""
-    words = normalise(text)
-    single, phrases = _negation_cues(tuple(rules.negations))
-    return bool(single.intersection(words)) or any(
-        tuple(words[i:i + len(p)]) == p for p in phrases for i in range(len(words) - len(p) + 1))
+    return bool(_cue_spans(normalise(text), rules))
 
 
 NOT_CLASS = frozenset({"not", "cannot", "cant", "dont", "doesnt", "didnt", "wont", "isnt", "arent", "wasnt", "werent",
@@ -318,31 +330,14 @@ def negation_cues(text: str, rules: VerifyRules = DEFAULT_VERIFY) -> Counter:
     """The negation cues of ``text`` (`rules.negations`) counted, a contracted or joined "not" ("don't", "cannot")
     counted as "not" and a phrase cue ("no longer") as itself, so that "We don't accept checks" and "We do not accept
     checks" hold the same cues and "We are not closed" holds one more than "We are closed"."""
-    words = normalise(text)
-    single, phrases = _negation_cues(tuple(rules.negations))
-    found: Counter = Counter()
-    taken: set[int] = set()
-    for p in phrases:
-        for i in range(len(words) - len(p) + 1):
-            if tuple(words[i:i + len(p)]) == p and not taken.intersection(range(i, i + len(p))):
-                found[" ".join(p)] += 1
-                taken.update(range(i, i + len(p)))
-    for i, w in enumerate(words):
-        if w in single and i not in taken:
-            found["not" if w in NOT_CLASS else w] += 1
-    return found
+    return Counter("not" if cue in NOT_CLASS else cue for cue, _ in _cue_spans(normalise(text), rules))
 
 
 def _claims(answer: str, rules: VerifyRules = DEFAULT_VERIFY) -> set[str]:
     """The content words an answer claims, its negation cues left out (a single cue, or the words of a cue phrase
     where the phrase stands: "no longer", "out of network"): polarity judges those, coverage the rest."""
     words = normalise(answer)
-    single, phrases = _negation_cues(tuple(rules.negations))
-    cue = {i for i, w in enumerate(words) if w in single}
-    for p in phrases:
-        for i in range(len(words) - len(p) + 1):
-            if tuple(words[i:i + len(p)]) == p:
-                cue.update(range(i, i + len(p)))
+    cue = {i for _, where in _cue_spans(words, rules) for i in where}
     return _content(" ".join(w for i, w in enumerate(words) if i not in cue), rules)
 
 
