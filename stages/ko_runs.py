@@ -59,19 +59,23 @@ def korquad(ko: dict) -> tuple[list[dict], list[dict], dict, dict]:
             json.loads((data / "qrels.json").read_text(encoding="utf-8")), load_answers(ko["squad_path"]))
 
 
-def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
-    """Run the grid; returns ``(rows, cells, meta)``: one row per call (KorQuAD text: keep out of git), the cells'
-    `score_rows` metrics keyed ``prompt/k=K/condition``, and the run's settings, runtime (s), mean call time (ms),
-    load average before the server's start and ``server_started`` (False: no server, every call failed as
-    ``unreachable`` and the fallback answered). Raises InputError for a sample outside 1..test questions."""
+def generate(p: dict, g: dict, llm: dict, split: str = "test", part: tuple[int, int] = (0, 1)
+             ) -> tuple[list[dict], dict, dict]:
+    """Run the grid on ``split``'s sample (``part`` = (i, n): only its questions i, i + n, ... in sample order, so n
+    processes with a server each share one sample); returns ``(rows, cells, meta)``: one row per call (KorQuAD text:
+    keep out of git), the cells' `score_rows` metrics keyed ``prompt/k=K/condition``, and the run's settings,
+    runtime (s), mean call time (ms), load average before the server's start and ``server_started`` (False: no
+    server, every call failed as ``unreachable`` and the fallback answered). Raises InputError for a sample outside
+    1..the split's questions."""
     ko = p["ko"]
     t_start = time.perf_counter()
     passages, queries, qrels, golds = korquad(ko)
-    test = [q for q in queries if q["split"] == "test"]
-    if not 0 < int(g["sample"]) <= len(test):
-        raise InputError(f"params: sample must be in 1..{len(test)}, got {g['sample']}")
-    order = {q["_id"]: i for i, q in enumerate(test)}
-    sample = sorted(random.Random(int(g["seed"])).sample(test, int(g["sample"])), key=lambda q: order[q["_id"]])
+    pool = [q for q in queries if q["split"] == split]
+    if not 0 < int(g["sample"]) <= len(pool):
+        raise InputError(f"params: sample must be in 1..{len(pool)} ({split} questions), got {g['sample']}")
+    order = {q["_id"]: i for i, q in enumerate(pool)}
+    sample = sorted(random.Random(int(g["seed"])).sample(pool, int(g["sample"])),
+                    key=lambda q: order[q["_id"]])[part[0]::part[1]]
 
     texts = [passage_text(x, ko["index_title"]) for x in passages]
     tokens = dict(zip(texts, korean.kiwi_tokens_batch(texts)))
@@ -115,7 +119,7 @@ def generate(p: dict, g: dict, llm: dict) -> tuple[list[dict], dict, dict]:
             print(f"  question {qi + 1}/{len(sample)}: {time.perf_counter() - t_start:.0f} s", flush=True)
 
     cells = score_cells(rows)
-    meta = {"questions": len(sample), "seed": g["seed"], "calls": len(rows), "server_started": started,
+    meta = {"split": split, "questions": len(sample), "seed": g["seed"], "calls": len(rows), "server_started": started,
             "runtime_s": round(time.perf_counter() - t_start, 1),
             "llm_call_ms_mean": round(sum(call_ms) / len(call_ms), 1) if call_ms else 0.0,
             "llm": llm["url"] or f"packaged {llm['local_model']} (llama.cpp, local; rag.llm.registry)",
