@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from common import ROOT, main, params
-from ko_runs import gate_label, generate, korquad, redecide, score_cells, table, without_passages
+from ko_runs import gate_label, generate_on_servers, korquad, redecide, score_cells, table, without_passages
 
 from rag.bench.squad import passage_text
 from rag.io import InputError, read_jsonl, write_json, write_jsonl, write_text
@@ -49,31 +48,6 @@ def settings(p: dict) -> tuple[dict, dict]:
     llm = {**p["llm"], "url": "", "local_model": a["model"], "n_ctx": int(g["n_ctx"]), "threads": int(a["threads"]),
            "cache_ram_mib": int(a["cache_ram_mib"]), "n_parallel": 1}
     return g, llm
-
-
-def ask_part(part: tuple[int, int]) -> tuple[list[dict], dict]:
-    """One server's share of the sample (a worker process): ``(rows, meta)`` of `ko_runs.generate`."""
-    p = params()
-    g, llm = settings(p)
-    rows, _, meta = generate(p, g, llm, split=p["ko_answer_gate"]["split"], part=part)
-    if not meta["server_started"]:
-        raise RuntimeError(f"ko_answer_gate: the server for part {part} did not start (see the warning above)")
-    return rows, meta
-
-
-def ask_all(p: dict) -> tuple[list[dict], dict]:
-    """Every call of the sample on ``servers`` servers at once; rows in sample order, meta summed over the parts."""
-    n = p["ko_answer_gate"]["servers"]
-    with ProcessPoolExecutor(n) as pool:
-        parts = list(pool.map(ask_part, [(i, n) for i in range(n)]))
-    order = {qid: i for i, qid in enumerate(sorted({r["id"] for rows, _ in parts for r in rows}))}
-    rows = sorted((r for rows, _ in parts for r in rows), key=lambda r: (order[r["id"]], r["condition"] != "gold_included"))
-    metas = [m for _, m in parts]
-    calls = sum(m["calls"] for m in metas)
-    return rows, {**metas[0], "questions": sum(m["questions"] for m in metas), "calls": calls, "servers": n,
-                  "runtime_s": max(m["runtime_s"] for m in metas),
-                  "llm_call_ms_mean": round(sum(m["llm_call_ms_mean"] * m["calls"] for m in metas) / calls, 1),
-                  "load_average_at_start": metas[0]["load_average_at_start"]}
 
 
 def stored(p: dict, g: dict) -> tuple[list[dict], dict]:
@@ -138,7 +112,9 @@ def run() -> None:
     else:
         print(f"ko_answer_gate: {a['model']}, {a['sample']} {a['split']} questions on {a['servers']} servers",
               flush=True)
-        rows, meta = ask_all(p)
+        rows, _, meta = generate_on_servers(p, g, llm, a["split"], a["servers"])
+        if not meta["server_started"]:
+            raise RuntimeError("ko_answer_gate: a server did not start (see the warning above)")
     texts = [passage_text(x, ko["index_title"]) for x in korquad(ko)[0]]
     support = support_from_params(g, korean.kiwi_tokens_batch(texts), ROOT)
     choice = choose_answer_gate(rows, support, [float(x) for x in a["min_supports"]], float(a["max_hallucination"]),
@@ -159,5 +135,5 @@ def run() -> None:
                       score_cells(chosen_rows), agrees))
 
 
-if __name__ == "__main__":  # the worker processes import this file
+if __name__ == "__main__":
     main(run)

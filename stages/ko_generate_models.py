@@ -4,7 +4,8 @@ questions than stage ko_generate, through the same grid runner (`ko_runs.generat
 the schema, verifier, extractive fallback, gold-included and gold-excluded).
 
 ``ko_gen_models.sample`` / ``seed`` / ``grid`` replace those of ``ko_gen`` (the rest of ``ko_gen`` is shared);
-each model gets its own cold server with ``ko_gen_models.threads`` threads and ``ko_gen_models.cache_ram_mib``
+each model gets its own cold server (``ko_gen_models.servers`` of them at once, each asking a share of the
+questions: `ko_runs.generate_on_servers`) with ``ko_gen_models.threads`` threads and ``ko_gen_models.cache_ram_mib``
 of prompt cache (within a question the calls share the instructions' prefix). What is said passes the model's
 answer gate (``ko_gen.answer_gate``: its confidence, read from the tokens' log-probabilities, which every call asks
 for and every row keeps). The same replies are also decided by the verifier alone (no gate) under each sentence
@@ -24,7 +25,7 @@ import json
 from pathlib import Path
 
 from common import ROOT, main, params
-from ko_runs import gate_label, generate, korquad, redecide, score_cells, support_label, table, without_passages
+from ko_runs import gate_label, generate_on_servers, korquad, redecide, score_cells, support_label, table, without_passages
 
 from rag.bench.squad import passage_text
 from rag.io import read_jsonl, write_json, write_jsonl, write_text
@@ -81,7 +82,7 @@ def run() -> None:
             llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]),
                    "threads": int(m["threads"]), "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}
             print(f"ko_generate_models: {model}", flush=True)
-            rows, cells, meta = generate(p, g, llm)
+            rows, cells, meta = generate_on_servers(p, g, llm, "test", int(m["servers"]))
             if not meta["server_started"]:
                 raise RuntimeError(f"ko_generate_models: the server for {model} did not start (see the warning above)")
         again = {name: score_cells(redecide(rows, support)) for name, support in supports.items()}

@@ -131,6 +131,40 @@ def generate(p: dict, g: dict, llm: dict, split: str = "test", part: tuple[int, 
     return rows, cells, meta
 
 
+def _generate_part(args: tuple) -> tuple[list[dict], dict]:
+    p, g, llm, split, part = args
+    rows, _, meta = generate(p, g, llm, split, part)
+    return rows, meta
+
+
+def generate_on_servers(p: dict, g: dict, llm: dict, split: str = "test", servers: int = 1
+                        ) -> tuple[list[dict], dict, dict]:
+    """`generate` on ``servers`` cold servers at once (one process each, ``llm["threads"]`` threads each; server i
+    asks the sample's questions i, i + servers, ...): the same ``(rows, cells, meta)``, rows in sample order, meta's
+    runtime the slowest server's, its calls and questions summed, ``servers`` added and ``server_started`` False if
+    any server did not start. One server runs in this process, as `generate`."""
+    if servers == 1:
+        rows, cells, meta = generate(p, g, llm, split)
+        return rows, cells, {**meta, "servers": 1}
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(servers) as pool:
+        parts = list(pool.map(_generate_part, [(p, g, llm, split, (i, servers)) for i in range(servers)]))
+    position = {}
+    for i, (rows, _) in enumerate(parts):  # part i holds the sample's questions i, i + servers, ...
+        for j, qid in enumerate(dict.fromkeys(r["id"] for r in rows)):
+            position[qid] = i + j * servers
+    rows = sorted((r for rows, _ in parts for r in rows), key=lambda r: position[r["id"]])  # stable within a question
+    metas = [m for _, m in parts]
+    timed = [m for m in metas if m["calls"]]
+    return rows, score_cells(rows), {
+        **metas[0], "servers": servers, "questions": sum(m["questions"] for m in metas),
+        "calls": sum(m["calls"] for m in metas), "runtime_s": max(m["runtime_s"] for m in metas),
+        "server_started": all(m["server_started"] for m in metas),
+        "llm_call_ms_mean": round(sum(m["llm_call_ms_mean"] * m["calls"] for m in timed)
+                                  / max(1, sum(m["calls"] for m in timed)), 1)}
+
+
 def score_cells(rows: list[dict]) -> dict:
     """`rag.ko.answer.score_rows` per cell, keyed ``prompt/k=K/condition`` in the order the rows came."""
     groups: dict[tuple, list[dict]] = {}
