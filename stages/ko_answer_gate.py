@@ -42,8 +42,11 @@ def settings(p: dict) -> tuple[dict, dict]:
             raise InputError(f"params ko_answer_gate.{key} must be an integer >= 1, got {a[key]!r}")
     if a["split"] == "test":  # held-out discipline: ko_generate_models reports the gate on the test split
         raise InputError("params ko_answer_gate.split must not be test: the gate is reported there")
-    if not 0.0 <= float(a["max_hallucination"]) <= 1.0:
-        raise InputError(f"params ko_answer_gate.max_hallucination must be in [0, 1], got {a['max_hallucination']!r}")
+    for key, values in (("max_hallucination", [a["max_hallucination"]]), ("min_gain", [a["min_gain"]]),
+                        ("min_supports", a["min_supports"] if isinstance(a["min_supports"], list) else [None])):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in values):
+            raise InputError(f"params ko_answer_gate.{key} must be in [0, 1] (min_supports: a list of such), "
+                             f"got {a[key]!r}")
     g = {**p["ko_gen"], "sample": a["sample"], "seed": a["seed"], "grid": {a["prompt"]: [a["top_k"]]}}
     llm = {**p["llm"], "url": "", "local_model": a["model"], "n_ctx": int(g["n_ctx"]), "threads": int(a["threads"]),
            "cache_ram_mib": int(a["cache_ram_mib"]), "n_parallel": 1}
@@ -99,11 +102,11 @@ def report(a: dict, meta: dict, choice: dict, auc: dict, params_gate: str, param
 
 
 def run() -> None:
-    p = params()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rechoose", action="store_true", help="choose again on the stored replies, no LLM call")
     ap.add_argument("--params", help="params file (default params.yaml)")
     args = ap.parse_args()
+    p = params()
     ko, a = p["ko"], p["ko_answer_gate"]
     g, llm = settings(p)
     if args.rechoose:

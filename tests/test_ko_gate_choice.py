@@ -93,7 +93,10 @@ def test_the_stage_refuses_to_choose_on_the_test_split_or_a_bad_sample():
     assert g["grid"] == {"A_baseline": [3]} and g["sample"] == 100 and llm["local_model"] == "qwen2.5-coder-1.5b"
     for key, value, message in (("split", "test", "must not be test"), ("sample", 0, "sample must be an integer"),
                                 ("servers", "2", "servers must be an integer"),
-                                ("max_hallucination", 1.5, "max_hallucination must be in")):
+                                ("max_hallucination", 1.5, "max_hallucination must be in"),
+                                ("max_hallucination", "low", "max_hallucination must be in"),
+                                ("min_supports", 0.2, "min_supports must be in"),
+                                ("min_supports", [0.0, -1], "min_supports must be in")):
         bad = copy.deepcopy(p)
         bad["ko_answer_gate"][key] = value
         with pytest.raises(InputError, match=message):
