@@ -21,12 +21,13 @@ import json
 from pathlib import Path
 
 from common import ROOT, main, params
-from ko_runs import gate_label, generate_on_servers, korquad, redecide, score_cells, table, without_passages
+from ko_runs import (gate_label, generate_on_servers, korquad, redecide, score_cells, stored_replies, table,
+                     without_passages)
 
 from rag.bench.squad import passage_text
-from rag.io import InputError, read_jsonl, write_json, write_jsonl, write_text
+from rag.io import InputError, write_json, write_jsonl, write_text
 from rag.ko import tokenize as korean
-from rag.ko.answer import AnswerGate, focus
+from rag.ko.answer import AnswerGate
 from rag.ko.gate_choice import choose_answer_gate, confidence_auroc
 from rag.ko.support import from_params as support_from_params
 
@@ -56,12 +57,8 @@ def settings(p: dict) -> tuple[dict, dict]:
 def stored(p: dict, g: dict) -> tuple[list[dict], dict]:
     """``(rows with their shown passages, run meta)`` from the last run's files (``--rechoose``)."""
     ko = p["ko"]
-    passages = {x["_id"]: x for x in korquad(ko)[0]}
-    rows = [{**r, "passages": [focus(r["question"], passages[i]["text"], int(g["passage_max_chars"]))
-                               for i in r["retrieved"]]}
-            for r in read_jsonl(Path(ko["data_dir"]) / REPLIES,
-                                required=["question", "retrieved", "raw_answer", "raw_citations", "error",
-                                          "answer_logprobs", "gold_excluded", "golds"])]
+    rows = stored_replies(ko, g, REPLIES, ["raw_answer", "raw_citations", "error", "answer_logprobs",
+                                           "gold_excluded", "golds"])
     meta = json.loads((Path(ko["metrics_dir"]) / "answer_gate.json").read_text(encoding="utf-8"))["run"]
     return rows, meta
 

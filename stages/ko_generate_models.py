@@ -25,12 +25,13 @@ import json
 from pathlib import Path
 
 from common import ROOT, main, params
-from ko_runs import gate_label, generate_on_servers, korquad, redecide, score_cells, support_label, table, without_passages
+from ko_runs import (gate_label, generate_on_servers, korquad, redecide, score_cells, stored_replies, support_label,
+                     table, without_passages)
 
 from rag.bench.squad import passage_text
-from rag.io import read_jsonl, write_json, write_jsonl, write_text
+from rag.io import write_json, write_jsonl, write_text
 from rag.ko import tokenize as korean
-from rag.ko.answer import AnswerGate, ShareSupport, focus
+from rag.ko.answer import AnswerGate, ShareSupport
 from rag.ko.support import from_params as support_from_params
 
 
@@ -48,13 +49,10 @@ def alternatives(p: dict) -> dict:
 def decided_again(p: dict, g: dict) -> tuple[dict, dict]:
     """``({model: rows with their shown passages}, {model: run meta})`` from the last run's files (``--redecide``)."""
     ko = p["ko"]
-    passages = {x["_id"]: x for x in korquad(ko)[0]}
-    data, metrics = Path(ko["data_dir"]) / "generation_models.jsonl", Path(ko["metrics_dir"]) / "generation_models.json"
     by_model: dict[str, list[dict]] = {}
-    for r in read_jsonl(data, required=["model", "question", "retrieved", "raw_answer", "raw_citations", "error"]):
-        shown = [focus(r["question"], passages[i]["text"], int(g["passage_max_chars"])) for i in r["retrieved"]]
-        by_model.setdefault(r["model"], []).append({**r, "passages": shown})
-    runs = json.loads(metrics.read_text(encoding="utf-8"))["runs"]
+    for r in stored_replies(ko, g, "generation_models.jsonl", ["model", "raw_answer", "raw_citations", "error"]):
+        by_model.setdefault(r["model"], []).append(r)
+    runs = json.loads((Path(ko["metrics_dir"]) / "generation_models.json").read_text(encoding="utf-8"))["runs"]
     return by_model, {m: {k: v for k, v in runs[m].items() if k not in ("cells", "cells_by_support")}
                       for m in by_model}
 

@@ -21,7 +21,7 @@ from common import ROOT
 from rag.bench.squad import load_answers, passage_text
 from rag.io import InputError, read_jsonl
 from rag.ko import tokenize as korean
-from rag.ko.answer import AnswerGate, KoSettings, answer_ko, decide_ko, focus, score_rows
+from rag.ko.answer import AnswerGate, KoSettings, answer_ko, decide_reply, focus, score_rows
 from rag.ko.support import from_params as support_from_params
 from rag.retrieval.indexes import BM25Index
 from rag.voice.pipeline import llm_url
@@ -197,9 +197,17 @@ def redecide(rows: list[dict], support, gate: AnswerGate = AnswerGate()) -> list
     (`rag.ko.answer.ShareSupport` at some ``min_question_share``, or `rag.ko.support.LearnedSupport`) and answer
     ``gate`` (default: the verifier alone): what the verifier and fallback would have said, with no new LLM call.
     Rows need their ``passages`` (and ``answer_logprobs`` for a gate that reads them; a row without them fails it)."""
-    return [{**r, "final": decide_ko(r["question"], None if r["error"] else r["raw_answer"],
-                                     None if r["error"] else r["raw_citations"], r["passages"], r["error"],
-                                     support, gate, r.get("answer_logprobs"))} for r in rows]
+    return [{**r, "final": decide_reply(r, support, gate)} for r in rows]
+
+
+def stored_replies(ko: dict, g: dict, name: str, required: list[str]) -> list[dict]:
+    """The rows of ``ko.data_dir``/``name`` (a stage's stored replies, `without_passages`) with their shown passages
+    rebuilt from the passage ids (`rag.ko.answer.focus` at ``g["passage_max_chars"]``); InputError naming the file
+    for a row without ``required``."""
+    passages = {x["_id"]: x for x in korquad(ko)[0]}
+    return [{**r, "passages": [focus(r["question"], passages[i]["text"], int(g["passage_max_chars"]))
+                               for i in r["retrieved"]]}
+            for r in read_jsonl(Path(ko["data_dir"]) / name, required=["question", "retrieved", *required])]
 
 
 def without_passages(rows: list[dict]) -> list[dict]:

@@ -2,8 +2,8 @@
 worked out below, and the AUROC of the confidence."""
 import pytest
 
-from rag.ko.answer import ABSTAIN, ShareSupport
-from rag.ko.gate_choice import auroc, choose_answer_gate, confidence_auroc, mean_logprob
+from rag.ko.answer import ABSTAIN, ShareSupport, mean_logprob
+from rag.ko.gate_choice import auroc, choose_answer_gate, confidence_auroc
 
 APP = "멜론은 음원 서비스이다. 이 쇼케이스는 유튜브를 통해 최초로 공개되었다."
 SHOWCASE = "쇼케이스가 최초로 공개된 사이트는?"  # the 유튜브 sentence holds 3 of its 4 terms (support 0.75)

@@ -416,9 +416,16 @@ class AnswerGate:
         reason: ``no_logprobs`` (the server sent none) or ``low_confidence``."""
         if self.min_mean_logprob is None:
             return None
-        if not answer_logprobs:
+        mean = mean_logprob(answer_logprobs)
+        if mean is None:
             return "no_logprobs"
-        return None if sum(answer_logprobs) / len(answer_logprobs) >= self.min_mean_logprob else "low_confidence"
+        return None if mean >= self.min_mean_logprob else "low_confidence"
+
+
+def mean_logprob(answer_logprobs: Sequence[float] | None) -> float | None:
+    """The mean (natural-log, per token) of an answer's token log-probabilities (`answer_token_logprobs`): the
+    generator's confidence that `AnswerGate` reads; None for none."""
+    return sum(answer_logprobs) / len(answer_logprobs) if answer_logprobs else None
 
 
 def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None, passages: Sequence[str],
@@ -446,6 +453,14 @@ def decide_ko(question: str, answer: str | None, citations: Sequence[str] | None
     if pick is None:
         return {"say": ABSTAIN, "citations": ["none"], "status": "fallback_abstained", "reason": reason}
     return {"say": pick[0], "citations": [pick[1]], "status": "extractive", "reason": reason}
+
+
+def decide_reply(row: Mapping, support=DEFAULT_SUPPORT, gate: AnswerGate = AnswerGate()) -> dict:
+    """`decide_ko` on one stored reply: ``row`` holds ``question``, ``passages`` (the texts shown), ``raw_answer``,
+    ``raw_citations``, ``error`` and ``answer_logprobs`` (a row without them fails a gate that reads them)."""
+    failed = bool(row["error"])
+    return decide_ko(row["question"], None if failed else row["raw_answer"], None if failed else row["raw_citations"],
+                     row["passages"], row["error"], support, gate, row.get("answer_logprobs"))
 
 
 def parse_raw(raw: str) -> tuple[str | None, list[str] | None]:

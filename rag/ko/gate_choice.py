@@ -12,19 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from rag.ko.answer import AnswerGate, decide_ko, hallucinated, is_abstention, span_match
-
-
-def mean_logprob(answer_logprobs: Sequence[float] | None) -> float | None:
-    """The mean (natural-log, per token) of an answer's token log-probabilities
-    (`rag.ko.answer.answer_token_logprobs`); None for none (`AnswerGate.confident` then fails the answer)."""
-    return sum(answer_logprobs) / len(answer_logprobs) if answer_logprobs else None
-
-
-def _decide(r: Mapping, support, gate: AnswerGate) -> dict:
-    failed = bool(r["error"])
-    return decide_ko(r["question"], None if failed else r["raw_answer"], None if failed else r["raw_citations"],
-                     r["passages"], r["error"], support, gate, r.get("answer_logprobs"))
+from rag.ko.answer import AnswerGate, decide_ko, decide_reply, hallucinated, is_abstention, mean_logprob, span_match
 
 
 def _rates(rows: Sequence[Mapping], finals: Sequence[dict]) -> tuple[float, float, int]:
@@ -93,10 +81,10 @@ def choose_answer_gate(rows: Sequence[Mapping], support, min_supports: Sequence[
         return {"min_support": s, "min_mean_logprob": c, "span_hit": span, "hallucination": halluc,
                 "llm_said": said}
 
-    baseline = point(None, None, [_decide(r, support, AnswerGate()) for r in rows])
+    baseline = point(None, None, [decide_reply(r, support, AnswerGate()) for r in rows])
     best, frontier, scored = None, [], 0
     for s in sorted({float(x) for x in min_supports} | {float(support.min_score)}):
-        verified = [_decide(r, support, AnswerGate(min_support=s)) for r in rows]
+        verified = [decide_reply(r, support, AnswerGate(min_support=s)) for r in rows]
         said = sorted({m for v, m in zip(verified, means) if v["status"] == "llm" and m is not None})
         top = None
         for c in [None, *said]:
