@@ -64,25 +64,30 @@ def run() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--redecide", action="store_true")
     again_only = ap.parse_known_args()[0].redecide
-    runs, rows_all, md = {}, [], []
-    supports = alternatives(p)
-    if again_only:  # the shipped support is one of the alternatives: the learned one, or the rule at its share
+    replies, supports = {}, None  # model -> (rows, cells, meta); the supports, by name (`alternatives`)
+    if again_only:
         by_model, metas = decided_again(p, g)
-        shipped = next(v for v in supports.values() if v.name == g["support"])  # the rule's first: its shipped share
+        supports = alternatives(p)  # the shipped support is one of them: the learned one, or the rule at its share
+        shipped = next(v for v in supports.values() if v.name == g["support"])
     for model in m["models"]:
         if again_only:
             gate = AnswerGate.from_params(g, {"url": "", "local_model": model})
             rows = redecide(by_model[model], shipped, gate)
-            cells, meta = score_cells(rows), {**metas[model], "support": support_label(g, shipped),
-                                              "answer_gate": gate_label(gate),
-                                              "redecided": "its stored replies decided again by --redecide, no new call"}
+            replies[model] = rows, score_cells(rows), {
+                **metas[model], "support": support_label(g, shipped), "answer_gate": gate_label(gate),
+                "redecided": "its stored replies decided again by --redecide, no new call"}
         else:
             llm = {**p["llm"], "url": "", "local_model": model, "n_ctx": int(g["n_ctx"]),
                    "threads": int(m["threads"]), "cache_ram_mib": int(m["cache_ram_mib"]), "n_parallel": 1}
             print(f"ko_generate_models: {model}", flush=True)
-            rows, cells, meta = generate_on_servers(p, g, llm, "test", int(m["servers"]))
-            if not meta["server_started"]:
+            replies[model] = generate_on_servers(p, g, llm, "test", int(m["servers"]))
+            if not replies[model][2]["server_started"]:
                 raise RuntimeError(f"ko_generate_models: the server for {model} did not start (see the warning above)")
+    # Built only after every server's process is forked: kiwi's threads in this process would leave a held lock in
+    # a forked child (session 44: both children hung on a futex when the supports were built first).
+    supports = supports or alternatives(p)
+    runs, rows_all, md = {}, [], []
+    for model, (rows, cells, meta) in replies.items():
         again = {name: score_cells(redecide(rows, support)) for name, support in supports.items()}
         runs[model] = {**meta, "cells": cells, "cells_by_support": again}
         rows_all += [{"model": model, **{k: v for k, v in r.items() if k != "model"}} for r in without_passages(rows)]

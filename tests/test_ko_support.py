@@ -176,3 +176,22 @@ def test_a_missing_encoder_or_model_key_is_named_before_any_question(tmp_path):
         from_params({"support": "learned", "support_model": "m.json"}, [["a"]], tmp_path)
     with pytest.raises(InputError, match="ko_gen.support_model"):
         from_params({"support": "learned", "support_model": None}, [["a"]], tmp_path)
+
+
+def test_a_refit_that_differs_in_the_last_bits_saves_the_same_bytes(tmp_path):
+    """Summation order moves a fit's last digits from run to run; the saved model and its threshold do not move."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(120, len(FEATURES)))
+    y = (x[:, 1] > 0).astype(int)
+    m = fit_support(x, y, "e5-small.onnx")
+    nudged = LearnedSupport(np.nextafter(m.mean, 1.0), m.scale, np.nextafter(m.coef, -1.0),
+                            np.nextafter(m.intercept, 1.0), m.min_score, "e5-small.onnx")
+    m.save(tmp_path / "a.json")
+    nudged.save(tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    back = LearnedSupport.load(tmp_path / "a.json")
+    assert np.allclose(back.probabilities(x), m.probabilities(x), rtol=0, atol=1e-10)
+    pos, neg = [0.9, 0.7, 0.5, 0.31234567890123456], [0.31234567890123456, 0.2, 0.1, 0.05]
+    a = choose_min_score(pos, neg, 0.25)
+    b = choose_min_score(pos, np.nextafter(np.array(neg), 1.0), 0.25)
+    assert a == b and a["min_score"] == 0.312345678901 and a["unsupported_kept"] == 0.25

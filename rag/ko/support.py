@@ -153,8 +153,10 @@ class LearnedSupport:
         return self.scores(question, sentences, shown)
 
     def to_json(self) -> dict:
-        return {"features": list(FEATURES), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
-                "coef": self.coef.tolist(), "intercept": self.intercept, "min_score": self.min_score,
+        """The model as JSON values; mean, scale, coef and intercept to 12 significant digits (`_stable`), so a
+        refit whose float sums ran in another order writes the same bytes."""
+        return {"features": list(FEATURES), "mean": _stable(self.mean), "scale": _stable(self.scale),
+                "coef": _stable(self.coef), "intercept": _stable([self.intercept])[0], "min_score": self.min_score,
                 "e5_model": self.e5_model.name, "e5_sha256": self.e5_sha256, "meta": self.meta}
 
     def save(self, path: str | Path) -> None:
@@ -179,6 +181,12 @@ class LearnedSupport:
             raise InputError(f"{path}: not a Korean support model ({e})") from None
 
 
+def _stable(values) -> list[float]:
+    """``values`` (any float sequence) as a list of floats to 12 significant digits: the last digits of a fit move
+    from run to run (summation order), these do not."""
+    return [float(f"{float(v):.12g}") for v in values]
+
+
 def fit_support(x: np.ndarray, y: np.ndarray, e5_model: str | Path, e5_sha256: str | None = None,
                 c: float = 1.0) -> LearnedSupport:
     """L2 logistic regression (sklearn, lbfgs, inverse strength ``c``) on standardised features x (n, len(FEATURES)),
@@ -199,7 +207,8 @@ def choose_min_score(supported: Sequence[float], unsupported: Sequence[float], m
     """The lowest threshold at which at most ``max_leaked`` of ``unsupported`` (per question, the best score among
     sentences of passages lacking the answer) reach it, and what it keeps of ``supported`` (per question, the
     score of the sentence holding the gold answer): ``{min_score, supported_kept, unsupported_kept}``. The issue's
-    goal is stated as hallucination <= 0.1 under gold-excluded passages, so the constraint is on leaks. Raises
+    goal is stated as hallucination <= 0.1 under gold-excluded passages, so the constraint is on leaks.
+    ``min_score`` is rounded down to 12 decimals (a rerun's scores differ in the last bits, its threshold not). Raises
     ValueError for empty inputs or ``max_leaked`` outside [0, 1]."""
     if not len(supported) or not len(unsupported):
         raise ValueError("choose_min_score needs supported and unsupported scores")
@@ -209,6 +218,7 @@ def choose_min_score(supported: Sequence[float], unsupported: Sequence[float], m
     for t in np.unique(np.r_[pos, neg, np.inf]):
         if np.mean(neg >= t) <= max_leaked:
             break
+    t = math.floor(t * 1e12) / 1e12 if np.isfinite(t) else float(t)  # rounded down: reruns write the same value
     return {"min_score": float(t), "supported_kept": round(float(np.mean(pos >= t)), 4),
             "unsupported_kept": round(float(np.mean(neg >= t)), 4)}
 
