@@ -1,6 +1,7 @@
 """What every stage shares: reading params.yaml and the voice-track inputs."""
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -30,17 +31,31 @@ def tables_off(p: dict) -> dict:
     return {**p, "verify": {**p["verify"], "slots": {}, "answer_types": {}}}
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line every stage takes: ``--params PATH`` (default params.yaml), and ``--help`` printing the
+    running stage's docstring (what it reads, writes and how long it takes)."""
+    ap = argparse.ArgumentParser(description=getattr(sys.modules["__main__"], "__doc__", None),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"), help="params file (default: %(default)s)")
+    return ap
+
+
+_ARGS: argparse.Namespace | None = None  # the command line `main` parsed
+
+
+def args() -> argparse.Namespace:
+    """The stage's parsed command line (`main` parses it strictly before the stage runs); outside `main`, the
+    defaults."""
+    return _ARGS if _ARGS is not None else parser().parse_args([])
+
+
 def params() -> dict:
     """params.yaml (or the file given as ``--params PATH`` on the stage's command line), checked
     (`rag.config.check`): a bad value raises InputError naming the file and key before a stage does any work."""
-    import argparse
-
     from rag import config
     from rag.io import InputError, read_params
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    path = Path(ap.parse_known_args()[0].params)
+    path = Path(args().params)
     p = read_params(path)
     try:
         config.check(p)
@@ -142,14 +157,22 @@ def answer_judge(p: dict):
     return answer_scorer(p, p["select"]["judge"], "select.judge")
 
 
-def main(fn) -> None:
-    """Run a stage; an input error, or a file that cannot be read or written (a wrong path in params.yaml), prints
-    one line naming the file (and line) and exits 1."""
+def main(fn, options=None, argv: list[str] | None = None) -> None:
+    """Run a stage. Its command line (``argv``, default sys.argv[1:]) is parsed first, strictly: ``--params``, the
+    stage's own ``options`` (a function adding arguments to the `parser`; read them with `args`) and ``--help``;
+    an unknown, misspelt or abbreviated argument exits 2 with the usage before any work (``--redecid`` must not
+    run a 90-minute LLM grid and overwrite its metrics). An input error, or a file that cannot be read or written (a
+    wrong path in params.yaml), prints one line naming the file (and line) and exits 1."""
     import signal
 
     from rag.voice.gate import ThresholdError
     from rag.io import InputError
 
+    global _ARGS
+    ap = parser()
+    if options is not None:
+        options(ap)
+    _ARGS = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: a started LLM server is stopped
     try:
         fn()

@@ -16,11 +16,10 @@ rebuilt from their ids), the run's settings and timings kept from metrics/ko/ans
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from common import ROOT, main, params
+from common import ROOT, args, main, params
 from ko_runs import (gate_label, generate_on_servers, korquad, redecide, score_cells, stored_replies, table,
                      without_passages)
 
@@ -99,14 +98,10 @@ def report(a: dict, meta: dict, choice: dict, auc: dict, params_gate: str, param
 
 
 def run() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rechoose", action="store_true", help="choose again on the stored replies, no LLM call")
-    ap.add_argument("--params", help="params file (default params.yaml)")
-    args = ap.parse_args()
     p = params()
     ko, a = p["ko"], p["ko_answer_gate"]
     g, llm = settings(p)
-    if args.rechoose:
+    if args().rechoose:
         rows, meta = stored(p, g)
         meta = {**meta, "rechosen": "its stored replies chosen on again by --rechoose, no new call"}
     else:
@@ -136,4 +131,5 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    main(run)
+    main(run, lambda ap: ap.add_argument("--rechoose", action="store_true",
+                                         help="choose again on the stored replies, no LLM call"))

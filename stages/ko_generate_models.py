@@ -20,11 +20,10 @@ metrics/ko/generation_models.json: what a change to the decision rules does to t
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
-from common import ROOT, main, params
+from common import ROOT, args, main, params
 from ko_runs import (gate_label, generate_on_servers, korquad, redecide, score_cells, stored_replies, support_label,
                      table, without_passages)
 
@@ -61,9 +60,7 @@ def run() -> None:
     p = params()
     ko, m = p["ko"], p["ko_gen_models"]
     g = {**p["ko_gen"], "sample": m["sample"], "seed": m["seed"], "grid": m["grid"]}
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--redecide", action="store_true")
-    again_only = ap.parse_known_args()[0].redecide
+    again_only = args().redecide
     replies, supports = {}, None  # model -> (rows, cells, meta); the supports, by name (`alternatives`)
     if again_only:
         by_model, metas = decided_again(p, g)
@@ -110,4 +107,5 @@ def run() -> None:
                f"correct system abstains.\n\n" + "\n".join(md))
 
 
-main(run)
+main(run, lambda ap: ap.add_argument("--redecide", action="store_true",
+                                     help="decide the stored replies again under every support, no LLM call"))

@@ -13,13 +13,12 @@ Usage: ``python stages/scale_bench.py [SECTION]``: the settings are params.yaml'
 Writes metrics/SECTION.json and metrics/SECTION.md.
 """
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-from common import ROOT, VOICE_DATA, main, params
+from common import ROOT, VOICE_DATA, args, main, params
 from rag.bench.compare import markdown_table
 from rag.bench.scale import compare, paraphrase_variants, pgvector_rows
 from rag.io import InputError, read_jsonl, write_json, write_text
@@ -102,7 +101,7 @@ def bm25_rows(p: dict, sizes, queries: int, seed: int) -> dict:
 def run():
     t0 = time.perf_counter()
     p = params()
-    section = sys.argv[1] if len(sys.argv) > 1 else "scale"
+    section = args().section
     if not isinstance(p.get(section), dict) or "sizes" not in p[section]:
         raise InputError(f"params.yaml: no scale section {section!r} (with sizes, queries, noise, ef_search, ...)")
     s, r = p[section], p["retrieval"]
@@ -155,4 +154,5 @@ def run():
     print(open(ROOT / "metrics" / f"{section}.md").read())
 
 
-main(run)
+main(run, lambda ap: ap.add_argument("section", nargs="?", default="scale",
+                                     help="the params.yaml section to run (default: %(default)s)"))

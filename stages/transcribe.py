@@ -4,7 +4,8 @@ Reads params.yaml `transcribe`; needs the `voice` extra and sox. Run by hand:
     PYTHONPATH=. python stages/transcribe.py
 Writes one output per row of JOBS (questions in, questions + `asr` out, clean or with pink noise).
 """
-from rag.io import read_jsonl, read_params, write_jsonl
+from common import main, params
+from rag.io import read_jsonl, write_jsonl
 from rag.voice.speech import check_installed, transcribe_text
 
 FIELDS = ["id", "spoken", "context", "relevant", "answerable", "facts"]
@@ -33,8 +34,8 @@ def with_asr(rows, p, snr_db=None):
     return out
 
 
-def main():
-    p = read_params("params.yaml")["transcribe"]
+def run():
+    p = params()["transcribe"]
     check_installed(p["tts_voice"])
     for src, dst, noisy in JOBS:
         rows = read_jsonl(src, FIELDS)
@@ -42,4 +43,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(run)

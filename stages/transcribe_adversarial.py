@@ -8,15 +8,16 @@ stage `transcribe` (clean, no noise), into fixtures/adversarial/queries.jsonl ``
 """
 from importlib.metadata import version
 
+from common import main, params
 from rag.bench.adversarial import has_asr_form, load_rows
-from rag.io import read_params, write_jsonl
+from rag.io import write_jsonl
 from rag.voice.speech import transcribe_text
 
 SRC, DST = "fixtures/adversarial/questions.jsonl", "fixtures/adversarial/queries.jsonl"
 
 
-def main():
-    p = read_params("params.yaml")["transcribe"]
+def run():
+    p = params()["transcribe"]
     name, want = p["tts_voice"].split("==")
     if version(name) != want:
         raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")
@@ -30,4 +31,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(run)

@@ -10,7 +10,8 @@ and `standalone_asr` after `standalone`. Needs the `voice` extra and sox; run by
 """
 from importlib.metadata import version
 
-from rag.io import read_jsonl, read_params, write_jsonl
+from common import main, params
+from rag.io import read_jsonl, write_jsonl
 from rag.voice.speech import transcribe_text
 
 SRC, DST = "fixtures/dialogues/dialogues.jsonl", "fixtures/dialogues/queries.jsonl"
@@ -27,8 +28,8 @@ def with_asr(row: dict, heard: dict[str, str]) -> dict:
     return out
 
 
-def main():
-    p = read_params("params.yaml")["transcribe"]
+def run():
+    p = params()["transcribe"]
     name, want = p["tts_voice"].split("==")
     if version(name) != want:
         raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")
@@ -43,4 +44,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(run)

@@ -18,12 +18,19 @@ def _keep_sigterm():
     signal.signal(signal.SIGTERM, before)
 
 
+@pytest.fixture(autouse=True)
+def _forget_the_command_line():
+    """common.main keeps the command line it parsed; later tests read params.yaml, not a test's --params."""
+    yield
+    common._ARGS = None
+
+
 def test_a_missing_file_is_one_line_naming_it(capsys):
     def stage():
         open("/nonexistent/models/e5-small.onnx", "rb")
 
     with pytest.raises(SystemExit) as e:
-        common.main(stage)
+        common.main(stage, argv=[])
     assert e.value.code == 1
     err = capsys.readouterr().err
     assert err == "error: /nonexistent/models/e5-small.onnx: No such file or directory\n"
@@ -36,7 +43,7 @@ def test_an_input_error_is_its_message(capsys):
         raise InputError("params.yaml: select.design: unknown design 'best'")
 
     with pytest.raises(SystemExit) as e:
-        common.main(stage)
+        common.main(stage, argv=[])
     assert e.value.code == 1
     assert capsys.readouterr().err == "error: params.yaml: select.design: unknown design 'best'\n"
 
@@ -46,7 +53,7 @@ def test_an_os_error_about_no_file_keeps_its_traceback():
         raise ConnectionRefusedError(111, "Connection refused")
 
     with pytest.raises(ConnectionRefusedError):
-        common.main(stage)
+        common.main(stage, argv=[])
 
 
 def test_a_bad_fusion_weight_grid_is_one_line_naming_its_key(capsys):
@@ -54,7 +61,7 @@ def test_a_bad_fusion_weight_grid_is_one_line_naming_its_key(capsys):
     common.check_weight_grid([0, 0.5, 1], "finetune.convex_weight_grid")  # a good grid passes
     for bad in ([], [0, 0], [1, -1], "0 1", [True, 1]):
         with pytest.raises(SystemExit) as e:
-            common.main(lambda: common.check_weight_grid(bad, "ko.learned.convex_weight_grid"))
+            common.main(lambda: common.check_weight_grid(bad, "ko.learned.convex_weight_grid"), argv=[])
         assert e.value.code == 1
         assert capsys.readouterr().err == ("error: params.yaml: ko.learned.convex_weight_grid must list some weights "
                                            f">= 0, one of them above 0, got {bad!r}\n")
@@ -70,3 +77,38 @@ def test_written_files_get_the_umask_mode_not_owner_only(tmp_path):
     os.umask(mask)
     write_json(tmp_path / "m.json", {"a": 1})
     assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_misspelt_argument_stops_the_stage_before_any_work(capsys):
+    # `python stages/heysquad_embed.py --hlep` used to run the stage (arguments were parsed leniently), and argparse
+    # takes `--redecid` for `--redecide` by default; a misspelt flag of ko_generate_models would run its 600 LLM calls
+    # and overwrite its committed metrics
+    ran = []
+    with pytest.raises(SystemExit) as e:
+        common.main(lambda: ran.append(1), lambda ap: ap.add_argument("--redecide", action="store_true"),
+                    argv=["--redecid"])
+    assert e.value.code == 2 and ran == []
+    assert "unrecognized arguments: --redecid" in capsys.readouterr().err
+
+
+def test_a_stage_reads_its_own_options_and_params_path(tmp_path):
+    seen = {}
+
+    def stage():
+        seen.update(vars(common.args()))
+
+    common.main(stage, lambda ap: ap.add_argument("--rechoose", action="store_true"),
+                argv=["--rechoose", "--params", str(tmp_path / "mine.yaml")])
+    assert seen == {"rechoose": True, "params": str(tmp_path / "mine.yaml")}
+
+
+def test_help_prints_the_stage_docstring_and_its_options():
+    import subprocess
+
+    stages = Path(__file__).resolve().parents[1] / "stages"
+    done = subprocess.run([sys.executable, str(stages / "ko_answer_gate.py"), "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Stage ko_answer_gate (issue 12; FROZEN" in done.stdout
+    assert "--rechoose" in done.stdout and "choose again on the stored replies, no LLM call" in done.stdout
+    assert "--params PARAMS" in done.stdout
