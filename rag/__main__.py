@@ -247,8 +247,8 @@ def _check_ko_args(question: str, args) -> None:
 
 def _params(path: str) -> dict:
     """The project's params.yaml, overridden key by key by the file at ``path`` when it is another one (mappings
-    merged, lists and values replaced): a user's params file holds only what it changes. Raises InputError as
-    `rag.io.read_params` does."""
+    merged, lists and values replaced): a user's params file holds only what it changes. Makes ``embed.model`` the
+    process-wide encoder. Raises InputError as `rag.io.read_params` does, ValueError for a bad ``embed.model``."""
     from rag.io import read_params
 
     default = ROOT / "params.yaml"
@@ -257,6 +257,10 @@ def _params(path: str) -> dict:
         over = _with_paths(read_params(path), Path(path).resolve().parent)
         _merge(p, over, path)
         _check_tables(p["verify"], "groups" in (over.get("verify") or {}), path)
+    from rag import config
+    from rag.retrieval.embed import use_encoder
+
+    use_encoder(config.encoder(p))  # embed.model: ValueError naming it for a name embed.encoders lacks
     return p
 
 
@@ -314,11 +318,15 @@ def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
 
 
 def _with_paths(p: dict, base: Path) -> dict:
-    """``p`` with the relative paths of `PATH_KEYS` made relative to ``base`` (the params file's folder), so
-    the CLI works from any directory."""
+    """``p`` with the relative paths of `PATH_KEYS` and of each ``embed.encoders.*.file`` made relative to ``base``
+    (the params file's folder), so the CLI works from any directory."""
     for section, key in PATH_KEYS:
         if isinstance(p.get(section), dict) and isinstance(p[section].get(key), str):
             p[section][key] = str(base / p[section][key])
+    encoders = (p.get("embed") or {}).get("encoders")
+    for entry in (encoders.values() if isinstance(encoders, dict) else ()):
+        if isinstance(entry, dict) and isinstance(entry.get("file"), str) and entry["file"]:
+            entry["file"] = str(base / entry["file"])  # embed.encoders.*.file
     return p
 
 

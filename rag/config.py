@@ -119,7 +119,7 @@ def check(p: Mapping) -> None:
     TypeError naming the key) before any model is started or called: ``llm.url`` empty or an http(s) URL, and
     ``llm.local_model`` a `rag.llm.registry.MODELS` name when it is empty; ``retrieval.store`` empty or a
     PostgreSQL URL; what the caller hears (``answer.refusal``, ``memory.clarify``) non-empty text; ``select.min_score``
-    (`min_scores`)."""
+    (`min_scores`); ``embed.model`` one of ``embed.encoders`` (`encoder`)."""
     url = p["llm"]["url"]
     if not isinstance(url, str) or (url and not is_http_url(url)):
         raise ValueError("llm.url must be empty (start the packaged model) or an http(s):// URL, got "
@@ -140,6 +140,7 @@ def check(p: Mapping) -> None:
     evidence_policy(p)
     preference_rules(p)
     min_scores(p)
+    encoder(p)
     if not p["llm"]["url"]:
         number(p, "llm", "n_ctx", int, at_least=0)  # 0: the model's own context length (llama.cpp)
         number(p, "llm", "threads", int, at_least=1)
@@ -148,6 +149,27 @@ def check(p: Mapping) -> None:
         from rag.llm.registry import DEFAULT, get
 
         get(str(p["llm"].get("local_model", DEFAULT)))  # ValueError naming the known models
+
+
+def encoder(p: Mapping, root: str | Path = "."):
+    """The English chain's encoder: ``p["embed"]["encoders"][p["embed"]["model"]]`` as a
+    `rag.retrieval.embed.Encoder` (``family`` minilm | e5, ``file`` relative to ``root`` unless absolute, ``sha256``;
+    an entry with no file is the packaged all-MiniLM-L6-v2). Raises ValueError naming ``embed.model`` for a name
+    ``embed.encoders`` lacks, or the entry for a bad one (`Encoder`'s checks); nothing is loaded here."""
+    from rag.retrieval.embed import Encoder
+
+    e = p["embed"]
+    name, table = e["model"], mapping(p, "embed", "encoders")
+    if not isinstance(name, str) or name not in table:
+        raise ValueError(f"embed.model must be one of embed.encoders {sorted(table)}, got {name!r}")
+    entry = table[name]
+    if not isinstance(entry, Mapping) or set(entry) - {"family", "file", "sha256"}:
+        raise ValueError(f"embed.encoders.{name} must be a mapping of family, file, sha256, got {entry!r}")
+    file = entry.get("file")
+    if file is not None and (not isinstance(file, str) or not file):
+        raise ValueError(f"embed.encoders.{name}.file must be a path, got {file!r}")
+    return Encoder(name, str(entry.get("family", "minilm")), Path(root) / file if file else None,
+                   entry.get("sha256") or None)
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:

@@ -6,7 +6,7 @@ from rag import config
 from rag.bench.latency import embed_throughput, turn_latency, whole_turn
 from rag.retrieval.chunk import load_kb
 from rag.voice.quarantine import allowed
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import passage_embedder, query_embedder
 from rag.io import write_json
 from rag.voice.gate import Gate
 from rag.voice.pipeline import gate_function
@@ -19,7 +19,7 @@ def run():
     b = p["bench"]
     index = voice_index(p)
     queries = load_queries(ROOT / p["voice"]["queries"])
-    embedder = get_embedder()
+    embedder = query_embedder()
     rules = config.rewrite_rules(p, index.passages)
     latency = turn_latency(index, queries, rules, embedder, int(p["retrieval"]["k"]), int(b["repeats"]))
     gate = gate_function(Gate.load(GATE_PATH), index, p)
@@ -28,7 +28,7 @@ def run():
     turn = {name: whole_turn(index, kb, s, [q["asr"] for q in queries], rules, settings, verify_rules, gate,
                              embedder, int(b["repeats"]))
             for name, s in (("index_time_sentences", sentences), ("query_time_sentences", None))}
-    throughput = embed_throughput(embedder, [x.text for x in index.passages], int(b["embed_repeats"]))
+    throughput = embed_throughput(passage_embedder(), [x.text for x in index.passages], int(b["embed_repeats"]))
     write_json(VOICE_METRICS / "bench.json", {
         "turns": len(queries), "repeats": b["repeats"], "latency_ms": latency, "whole_turn_ms": turn,
         "embed_passages": len(index.passages), "embed_passages_per_s": throughput})

@@ -51,15 +51,19 @@ def args() -> argparse.Namespace:
 
 def params() -> dict:
     """params.yaml (or the file given as ``--params PATH`` on the stage's command line), checked
-    (`rag.config.check`): a bad value raises InputError naming the file and key before a stage does any work."""
+    (`rag.config.check`): a bad value raises InputError naming the file and key before a stage does any work. Makes
+    ``embed.model`` the process-wide encoder (`rag.retrieval.embed.use_encoder`)."""
     from rag import config
     from rag.io import InputError, read_params
+
+    from rag.retrieval.embed import use_encoder
 
     path = Path(args().params)
     p = read_params(path)
     try:
         config.check(p)
         check_paths(p)
+        use_encoder(config.encoder(p, ROOT))
     except KeyError as e:
         raise InputError(f"{path}: missing key {e}") from None
     except (ValueError, TypeError) as e:

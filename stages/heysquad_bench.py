@@ -7,7 +7,7 @@ import time
 from common import GATE_PATH, ROOT, heysquad_index, main, params
 from rag import config
 from rag.bench.latency import whole_turn
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import query_embedder
 from rag.io import write_json
 from rag.voice.gate import Gate
 from rag.voice.pipeline import gate_function
@@ -25,7 +25,7 @@ def run():
     index_s = time.perf_counter() - t0
     sample = [q["human"] for q in queries][: int(p["bench"]["heysquad_questions"])]
     rules, settings = config.rewrite_rules(p, index.passages), config.answer_settings(p, 0.0)
-    turn = {name: whole_turn(index, kb, s, sample, rules, settings, config.verify_rules(p), gate, get_embedder(), 1)
+    turn = {name: whole_turn(index, kb, s, sample, rules, settings, config.verify_rules(p), gate, query_embedder(), 1)
             for name, s in (("index_time_sentences", sentences), ("query_time_sentences", None))}
     write_json(ROOT / h["metrics_dir"] / "bench.json", {
         "questions": len(sample), "passages": len(passages), "sentences": len(sentences.rows),

@@ -38,7 +38,7 @@ from rag.ko.dense import embed as ko_embed
 from rag.llm.client import ask
 from rag.llm.server import LocalServer, free_port
 from rag.retrieval.chunk import load_kb
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import query_embedder
 from rag.voice.gate import Gate
 from rag.voice.pipeline import run_chain
 from rag.voice.queries import load_queries
@@ -142,7 +142,7 @@ def run():
     p = params()
     s = p["semantic"]
     items = english_items(p) + said_items(p) + korean_items(p)
-    embed = {"en": get_embedder().embed, "ko": ko_embed}  # MiniLM is English-only: USE multilingual for Korean
+    embed = {"en": query_embedder().embed, "ko": ko_embed}  # MiniLM is English-only: USE multilingual for Korean
     load = os.getloadavg()
     with LocalServer(model=s["judge"], threads=int(s["threads"]), n_ctx=int(s["n_ctx"]), cache_ram_mib=0).start() as server:
         def judge(messages, schema):

@@ -10,7 +10,7 @@ from llm_stub import Stub
 from rag import config
 from rag.voice.answer import AnswerSettings, answer_row, decide, turn_deadline
 from rag.retrieval.chunk import load_kb
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import query_embedder
 from rag.llm.client import answer_schema, ask, build_messages
 from rag.llm.server import LocalServer, free_port
 from rag.bench.loadtest import check_said, run_level, summarise
@@ -25,7 +25,7 @@ def setup():
     from conftest import ROOT
 
     kb = ROOT / "fixtures" / "voice" / "kb"
-    return PassageIndex.from_folder(kb), load_kb(kb), get_embedder().embed_one(QUERY)
+    return PassageIndex.from_folder(kb), load_kb(kb), query_embedder().embed_one(QUERY)
 
 
 def turn(setup, url, deadline_s=1.5, reserve_s=0.3, timeout_s=30.0):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from rag.retrieval.distributed import chunks, embed_passages
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import passage_embedder
 
 TEXTS = [f"Passage {i}: the clinic is open from {8 + i % 3} a.m. on weekdays and {'closed' if i % 2 else 'open'} "
          f"on Sunday." + " More words." * (i % 7) for i in range(70)]
@@ -17,7 +17,7 @@ def test_chunks_are_whole_batches_in_order():
 
 def test_local_and_ray_give_the_same_vectors_row_for_row():
     local = embed_passages(TEXTS, "local", batches_per_task=1)
-    assert np.array_equal(local, get_embedder().embed(TEXTS))  # the project's embedder, same batches
+    assert np.array_equal(local, passage_embedder().embed(TEXTS))  # the project's embedder, same batches
     on_ray = embed_passages(TEXTS, "ray", workers=2, batch_size=32, batches_per_task=1)
     assert on_ray.shape == (70, 384) and np.array_equal(on_ray, local)
 

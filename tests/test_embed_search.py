@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import query_embedder
 from rag.retrieval.search import PassageIndex, default_index, search
 
 REFILL_Q = "How long does a refill take?"
@@ -10,16 +10,16 @@ HOURS = "We are open 8:30 to 6 on weekdays."
 
 
 def test_refill_question_closer_to_refill_sentence():
-    q, refill, hours = get_embedder().embed([REFILL_Q, REFILL, HOURS])
+    q, refill, hours = query_embedder().embed([REFILL_Q, REFILL, HOURS])
     assert q @ refill > 0.6 > 0.3 > q @ hours  # measured 0.731 vs 0.136 (SCOUTED.md)
 
 
 def test_unit_norms_shape_and_batch_equals_one_by_one():
     texts = [REFILL_Q, REFILL, HOURS, "a much longer sentence " * 20]
-    batch = get_embedder().embed(texts)
+    batch = query_embedder().embed(texts)
     assert batch.shape == (4, 384) and batch.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
-    one = np.stack([get_embedder().embed_one(t) for t in texts])
+    one = np.stack([query_embedder().embed_one(t) for t in texts])
     np.testing.assert_allclose(batch, one, atol=1e-4)
 
 
@@ -55,12 +55,12 @@ def test_a_unique_phone_number_is_ranked_first_on_the_clinic_kb(params, monkeypa
 
     index = PassageIndex(default_index().passages, default_index().vectors, config.hybrid_config(params))
     query = "what is 555-0177"
-    vector = get_embedder().embed_one(query)
+    vector = query_embedder().embed_one(query)
     for mode in ("hybrid", "hybrid_phonetic"):
         assert index.search(query, k=1, mode=mode, query_vector=vector)[0][0] == "kb-billing#3", mode
     queries = load_queries(DEFAULT_KB.parent / "queries.jsonl")
     texts = rewrite_queries(queries, config.rewrite_rules(params, index.passages))
-    vectors = dict(zip(texts, get_embedder().embed(list(texts.values()))))
+    vectors = dict(zip(texts, query_embedder().embed(list(texts.values()))))
 
     def runs():
         return {q: doc_ranking(index.passages, index.ranking(t, "hybrid_phonetic", vectors[q])) for q, t in texts.items()}

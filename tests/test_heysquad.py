@@ -4,7 +4,7 @@ import json
 import pytest
 
 from rag.bench.compare import evaluate_matrix
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import passage_embedder, query_embedder
 from rag.bench.heysquad import SOURCES, as_passages, as_transcripts, asr_penalty, load_heysquad, sample
 from rag.io import InputError
 from rag.voice.queries import raw_queries, rewrite_queries
@@ -38,7 +38,7 @@ def test_seeded_sample_and_a_sampled_run(heysquad):
     assert [p["_id"] for p in p8] == ["1_0", "6_12", "7_15", "9_17", "10_7", "10_15", "12_8", "13_1"]
     assert len(q8) == 32 and {q["relevant"][0] for q in q8} == {p["_id"] for p in p8}
 
-    index = PassageIndex(as_passages(p8), get_embedder().embed([p["text"] for p in p8]))
+    index = PassageIndex(as_passages(p8), passage_embedder().embed([p["text"] for p in p8]))
     for source in SOURCES:
         spoken = as_transcripts(q8, source)
         matrix = evaluate_matrix(index, q8, {"raw": raw_queries(spoken), "rewritten": rewrite_queries(spoken)},
@@ -86,7 +86,7 @@ def test_sentence_picks():
                {"id": "d", "answers": ["x"]}]
     texts = {"a": "when did the bridge open", "b": "what colour is the paint", "c": "who runs the ferries",
              "d": "how much is a ticket"}
-    emb = get_embedder()
+    emb = query_embedder()
     vectors = dict(zip(texts, emb.embed(list(texts.values()))))
     index = SentenceIndex.build(kb)
     assert [s for s, _ in index.of("p")] == sentences

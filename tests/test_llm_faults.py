@@ -6,7 +6,7 @@ import pytest
 from llm_stub import Stub
 from rag.voice.answer import AnswerSettings, answer_row, decide
 from rag.retrieval.chunk import load_kb
-from rag.retrieval.embed import get_embedder
+from rag.retrieval.embed import query_embedder
 from rag.llm.client import answer_schema, validate
 from rag.llm.server import free_port
 from rag.retrieval.search import PassageIndex
@@ -20,7 +20,7 @@ def setup(tmp_path_factory):
     from conftest import ROOT
 
     kb = ROOT / "fixtures" / "voice" / "kb"
-    return PassageIndex.from_folder(kb), load_kb(kb), get_embedder().embed_one(QUERY)
+    return PassageIndex.from_folder(kb), load_kb(kb), query_embedder().embed_one(QUERY)
 
 
 def said(setup, url, **settings):
@@ -103,11 +103,11 @@ def test_extractive_prefers_answer_type_then_slot(setup):
 
     _, kb, _ = setup
     q = "how long does a refill take"
-    pick = extractive(q, get_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
+    pick = extractive(q, query_embedder().embed_one(q), ["kb-refills"], SentenceIndex.build(kb))
     assert pick.doc == "kb-refills" and "3 business days" in pick.sentence and 0.5 < pick.cosine <= 1.0
     assert pick.said == (pick.sentence,)   # it names its subject: said alone
     q = "what time do you close on weekdays"
-    sentence = extractive(q, get_embedder().embed_one(q), ["kb-hours"], SentenceIndex.build(kb)).sentence
+    sentence = extractive(q, query_embedder().embed_one(q), ["kb-hours"], SentenceIndex.build(kb)).sentence
     assert sentence == "On weekdays we are open from 8:30 a.m. to 6 p.m."
 
 
@@ -124,9 +124,9 @@ def test_weak_extractive_pick_is_refused(setup, params):
            "answer": None, "source": None, "error": "timeout"}
     s = answer_settings(params, tau=0.5)
     assert s.min_sentence_cosine == 0.25
-    out = decide(row, kb, get_embedder().embed_one(q), s)
+    out = decide(row, kb, query_embedder().embed_one(q), s)
     assert (out["status"], out["say"], out["reason"]) == ("refused", s.refusal, "llm_timeout; sentence_below_min_cosine")
-    said = decide(row, kb, get_embedder().embed_one(q), dataclasses.replace(s, min_sentence_cosine=0.0))
+    said = decide(row, kb, query_embedder().embed_one(q), dataclasses.replace(s, min_sentence_cosine=0.0))
     assert (said["status"], said["say"]) == ("extractive", "Your doctor can refer you to a specialist.")
     # whatever ranks the sentences, a pick under the floor is refused (before, only the rules' pick was held to it)
     from conftest import ROOT
@@ -135,10 +135,10 @@ def test_weak_extractive_pick_is_refused(setup, params):
     for design in ("listwise", "mlp"):
         scorer = AnswerScorer.load(ROOT / "models" / f"selection-{design}.json")
         scorer.min_score = 0.0  # the floor alone
-        out = decide(row, kb, get_embedder().embed_one(q), s, scorer=scorer)
+        out = decide(row, kb, query_embedder().embed_one(q), s, scorer=scorer)
         assert out["status"] == "extractive" and out["say"] != "Your doctor can refer you to a specialist.", design
         high = dataclasses.replace(s, min_sentence_cosine=0.9)
-        out = decide(row, kb, get_embedder().embed_one(q), high, scorer=scorer)
+        out = decide(row, kb, query_embedder().embed_one(q), high, scorer=scorer)
         assert (out["status"], out["reason"]) == ("refused", "llm_timeout; sentence_below_min_cosine"), design
 
 
@@ -152,7 +152,7 @@ def test_extractive_ranks_sentences_in_the_retrieval_mode():
 
     kb = load_kb(ROOT / "fixtures" / "transfer" / "kb")
     q = "but what time should i bring my dog in for surgery"
-    vec, sentences = get_embedder().embed_one(q), SentenceIndex.build(kb)
+    vec, sentences = query_embedder().embed_one(q), SentenceIndex.build(kb)
     hybrid = HybridConfig(rrf_k=10, weights=(1.0, 2.0), stopwords=frozenset("but what should i my in for".split()))
     assert extractive(q, vec, ["vet-surgery"], sentences, mode="dense").sentence.startswith("Do not feed your pet after 10 p.m.")
     assert extractive(q, vec, ["vet-surgery"], sentences, mode="hybrid_phonetic", hybrid=hybrid).sentence == \

@@ -15,10 +15,10 @@ from rag.retrieval.sentences import SentenceIndex
 
 @pytest.fixture(scope="module")
 def clinic():
-    from rag.retrieval.embed import get_embedder
+    from rag.retrieval.embed import query_embedder
 
     kb = load_kb(ROOT / "fixtures" / "voice" / "kb")
-    return kb, SentenceIndex.build(kb), get_embedder()
+    return kb, SentenceIndex.build(kb), query_embedder()
 
 
 def col(name):
@@ -65,13 +65,13 @@ def test_sound_similarity_grades_how_alike_two_keys_sound():
 def test_a_recogniser_garbled_key_term_still_counts_as_a_near_sound():
     """"boring" for "boarding": no spelling or exact-sound match, one sound edit away; the drop-off sentence of the
     boarding document covers the question's terms in near sound, the surgery one does not hold "boarding" at all."""
-    from rag.retrieval.embed import get_embedder
+    from rag.retrieval.embed import query_embedder
 
     kb = {"boarding": "Boarding for a dog costs $45 a night. Boarding drop-off is from 8 a.m. to 11 a.m.",
           "surgery": "Surgery drop-off is at 7:30 a.m. Spay surgery for a cat costs $180."}
     sentences = SentenceIndex.build(kb)
     q = "when can i drop off my dog for boring"
-    cands, x = selection.candidate_features(q, get_embedder().embed_one(q), ["surgery", "boarding"], sentences)
+    cands, x = selection.candidate_features(q, query_embedder().embed_one(q), ["surgery", "boarding"], sentences)
     row = {s: r for (s, _, _), r in zip(cands, x)}
     board, surgery = row["Boarding drop-off is from 8 a.m. to 11 a.m."], row["Surgery drop-off is at 7:30 a.m."]
     assert board[col("cover_sentence_sound")] == surgery[col("cover_sentence_sound")]  # exact sounds: a tie
@@ -390,7 +390,7 @@ def test_a_convex_sentence_ranking_reads_the_dense_gap_that_rrf_drops(params):
     the convex combination (`answer.sentence_fusion: convex`) reads that gap. RRF stays the default (README)."""
     from dataclasses import replace
 
-    from rag.retrieval.embed import get_embedder
+    from rag.retrieval.embed import query_embedder
     from rag.voice.answer import AnswerSettings, pick_sentence
 
     kb = load_kb(ROOT / "fixtures" / "transfer" / "kb")
@@ -398,7 +398,7 @@ def test_a_convex_sentence_ranking_reads_the_dense_gap_that_rrf_drops(params):
     sentences, vectors = [s for _, _, s in index.rows], index.vectors
     settings = config.answer_settings(params, 0.0)
     query = "are you open on sundays"
-    v = get_embedder().embed_one(query)
+    v = query_embedder().embed_one(query)
     said = {f: sentences[pick_sentence(query, v, sentences, vectors, mode=settings.mode,
                                        hybrid=replace(settings, sentence_fusion=f).sentence_hybrid)]
             for f in ("rrf", "convex")}

@@ -22,11 +22,12 @@ def doc_runs(index: PassageIndex, texts: Mapping[str, str], mode: str, vectors: 
 def embed_texts(texts: Mapping[str, str], embedder=None) -> dict[str, np.ndarray]:
     """Embed every query text in one batch: ``{query_id: (384,) float32 unit vector}``.
 
-    embedder: a `rag.retrieval.embed.MiniLMEmbedder` (default: the process-wide packaged one)."""
-    from rag.retrieval.embed import get_embedder
+    embedder: a `rag.retrieval.embed.MiniLMEmbedder` or an e5 side (default: the process-wide encoder's query side,
+    `rag.retrieval.embed.query_embedder`)."""
+    from rag.retrieval.embed import query_embedder
 
     ids = list(texts)
-    matrix = (embedder or get_embedder()).embed([texts[i] for i in ids]) if ids else np.zeros((0, 384), np.float32)
+    matrix = (embedder or query_embedder()).embed([texts[i] for i in ids]) if ids else np.zeros((0, 384), np.float32)
     return dict(zip(ids, matrix))
 
 

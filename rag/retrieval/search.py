@@ -102,10 +102,10 @@ class PassageIndex:
                     allow_instructions: bool = False) -> "PassageIndex":
         """Chunk ``folder`` (see `rag.retrieval.chunk.chunk_folder`: instruction-like paragraphs quarantined unless
         ``allow_instructions``) and embed every passage."""
-        from rag.retrieval.embed import get_embedder
+        from rag.retrieval.embed import passage_embedder
 
         passages = chunk_folder(folder, allow_instructions)
-        return cls(passages, get_embedder().embed([p.text for p in passages]), config)
+        return cls(passages, passage_embedder().embed([p.text for p in passages]), config)
 
     def tokenize(self, text: str) -> list[str]:
         """The BM25 tokenizer of this index's config (stemmed when ``config.stemmer`` says so)."""
@@ -182,9 +182,9 @@ class PassageIndex:
             raise ValueError(f"unknown retrieval mode {mode!r}; expected one of {MODES}")
         query = normalise_text(query)  # as the passages were (rag.retrieval.chunk): "ｆｌｕ ｓｈｏｔ" finds "flu shot"
         if mode != "bm25" and query_vector is None:
-            from rag.retrieval.embed import get_embedder
+            from rag.retrieval.embed import query_embedder
 
-            query_vector = get_embedder().embed_one(query)
+            query_vector = query_embedder().embed_one(query)
         if mode == "dense":
             ranked = self.dense_ranking(query_vector)
         elif mode == "bm25":

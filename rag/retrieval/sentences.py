@@ -38,13 +38,13 @@ class SentenceIndex:
     @classmethod
     def build(cls, kb: Mapping[str, str], embedder=None, progress: str | None = None) -> "SentenceIndex":
         """Split every document of ``kb`` (``{doc: text}``, in its order) and embed all sentences in one
-        batched call (``embedder.embed``, default `rag.retrieval.embed.get_embedder`; ``progress``: a tqdm bar label, as
+        batched call (``embedder.embed``, default `rag.retrieval.embed.passage_embedder`; ``progress``: a tqdm bar label, as
         `rag.retrieval.embed.MiniLMEmbedder.embed` takes it)."""
         rows = cls.rows_of(kb)
         if embedder is None:
-            from rag.retrieval.embed import get_embedder
+            from rag.retrieval.embed import passage_embedder
 
-            embedder = get_embedder()
+            embedder = passage_embedder()
         vectors = embedder.embed([s for _, _, s in rows], progress) if rows else np.zeros((0, 384), np.float32)
         return cls(rows, vectors)
 

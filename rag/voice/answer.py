@@ -243,9 +243,9 @@ def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs:
     if own:
         i = cands.index(own[0])
     else:
-        from rag.retrieval.embed import get_embedder
+        from rag.retrieval.embed import passage_embedder
 
-        cands, i = cands + [(answer, source, get_embedder().embed_one(answer))], len(cands)
+        cands, i = cands + [(answer, source, passage_embedder().embed_one(answer))], len(cands)
     contexts = sentences.contexts(cands)
     return float(scorer.scores(query, vector, cands, contexts, sentences.texts, sentences.stats)[i])
 
