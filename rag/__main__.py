@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             return _chat(p, args)
         return _run(p, args)
     except GateMismatch as e:
-        print(f"error: {args.gate}: {e} (fit one for these settings: `rag run KB QUERIES --fit-gate` on labelled "
-              "questions, or `dvc repro threshold`)", file=sys.stderr)
+        print(f"error: {args.gate}: {e} (fit one for these settings: `rag run KB QUERIES --save-gate FILE` on labelled "
+              "questions, then `--gate FILE`; or `dvc repro threshold`)", file=sys.stderr)
         return 2
     except ThresholdError as e:  # the labels of the questions file cannot fit a gate (run --fit-gate)
         print(f"error: {getattr(args, 'queries', args.params)}: {e}", file=sys.stderr)
@@ -260,8 +260,38 @@ def _params(path: str) -> dict:
     from rag import config
     from rag.retrieval.embed import use_encoder
 
-    use_encoder(config.encoder(p))  # embed.model: ValueError naming it for a name embed.encoders lacks
+    use_encoder(_check_encoder(p, path))
     return p
+
+
+def _check_encoder(p: dict, path: str):
+    """``embed.model``'s `rag.retrieval.embed.Encoder` (`rag.config.encoder`), its entry checked before any question:
+    ``sha256`` a 64-digit hex string, ``file`` an existing file whose sha256 is that one. Raises InputError naming
+    ``path`` and the key, ValueError (`rag.config.encoder`) for an unknown name or family."""
+    import re
+
+    from rag import config
+    from rag.io import InputError, sha256_of
+
+    name = p["embed"]["model"]
+    entry = p["embed"]["encoders"].get(name) if isinstance(p["embed"].get("encoders"), dict) else None
+    key = f"embed.encoders.{name}"
+    if isinstance(entry, dict):
+        sha = entry.get("sha256")
+        if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
+            raise InputError(f"{path}: {key}.sha256 must be 64 hex digits (quote it), got {sha!r}")
+        if sha:
+            entry["sha256"] = sha.lower()
+        if not isinstance(entry.get("family", "minilm"), str):
+            raise InputError(f"{path}: {key}.family must be minilm or e5, got {entry['family']!r}")
+    encoder = config.encoder(p)
+    if encoder.file is not None:
+        if not encoder.file.is_file():
+            raise InputError(f"{path}: {key}.file: {encoder.file}: " + ("a folder, not an ONNX file"
+                             if encoder.file.is_dir() else "no such file"))
+        if sha256_of(encoder.file) != encoder.sha256:
+            raise InputError(f"{path}: {key}.sha256: {encoder.file} has another sha256 ({sha256_of(encoder.file)})")
+    return encoder
 
 
 def _check_tables(verify: dict, own_groups: bool, path: str) -> None:
@@ -291,6 +321,7 @@ def _check_tables(verify: dict, own_groups: bool, path: str) -> None:
 
 
 OPEN_TABLES = ("verify.slots", "verify.answer_types", "verify.groups")  # a KB's own tables: any key, and replaced whole
+OPEN_MAPPINGS = ("embed.encoders",)  # any key (a user's own encoder), merged: checked by `_check_encoder`
 
 
 def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
@@ -303,7 +334,7 @@ def _merge(base: dict, over: dict, path: str, at: str = "") -> None:
 
     from rag.io import InputError
 
-    open_table = any(at.startswith(t + ".") for t in OPEN_TABLES)
+    open_table = any(at.startswith(t + ".") for t in OPEN_TABLES + OPEN_MAPPINGS)
     for k, v in over.items():
         name = f"{at}{k}"
         if k not in base and not open_table:

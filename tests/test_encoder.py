@@ -131,3 +131,39 @@ def test_a_stage_makes_embed_model_its_encoder(tmp_path):
     finally:
         common._ARGS = None
     assert seen["id"].startswith("e5-small e5 onnx sha256:22fa75d633f8c83d")
+
+
+def _ask(tmp_path, capsys, params, question="what time do you open"):
+    from rag.__main__ import main
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(params))
+    code = main(["ask", "--params", str(mine), "--llm-url", "http://127.0.0.1:9", question])
+    return code, capsys.readouterr().err, mine
+
+
+def test_a_users_own_encoder_is_one_entry_in_their_params_file(tmp_path, capsys):
+    sha = P["embed"]["encoders"]["minilm-heysquad"]["sha256"]
+    (tmp_path / "enc").mkdir()
+    (tmp_path / "enc" / "mine.onnx").write_bytes((ROOT / "models" / "minilm-heysquad-asr.onnx").read_bytes())
+    code, err, _ = _ask(tmp_path, capsys, {"embed": {"model": "mine", "encoders": {
+        "mine": {"family": "minilm", "file": "enc/mine.onnx", "sha256": sha.upper()}}}})
+    # accepted (file relative to the params file, hex in either case), then stopped by the MiniLM-fitted gate
+    assert code == 2 and f"this is 'mine minilm onnx sha256:{sha[:16]}'" in err
+    assert "--save-gate FILE` on labelled questions, then `--gate FILE`" in err
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"file": "nope.onnx", "sha256": "ab" * 32}, r"embed.encoders.mine.file: .*nope.onnx: no such file"),
+    ({"file": ".", "sha256": "ab" * 32}, r"embed.encoders.mine.file: .*: a folder, not an ONNX file"),
+    ({"file": str(ROOT / "models/e5-small.onnx"), "sha256": "ab" * 32},
+     r"embed.encoders.mine.sha256: .*e5-small.onnx has another sha256 \(22fa75d6"),
+    ({"file": "x.onnx", "sha256": 12345}, r"embed.encoders.mine.sha256 must be 64 hex digits \(quote it\), got 12345"),
+    ({"family": 1}, r"embed.encoders.mine.family must be minilm or e5, got 1"),
+])
+def test_a_bad_encoder_file_is_one_line_naming_the_key_before_any_work(tmp_path, capsys, entry, message):
+    import re
+
+    code, err, mine = _ask(tmp_path, capsys, {"embed": {"model": "mine", "encoders": {"mine": entry}}})
+    assert code == 2 and err.startswith(f"error: {mine}: ") and re.search(message, err), err
+    assert "Traceback" not in err
