@@ -265,33 +265,16 @@ def _params(path: str) -> dict:
 
 
 def _check_encoder(p: dict, path: str):
-    """``embed.model``'s `rag.retrieval.embed.Encoder` (`rag.config.encoder`), its entry checked before any question:
-    ``sha256`` a 64-digit hex string, ``file`` an existing file whose sha256 is that one. Raises InputError naming
-    ``path`` and the key, ValueError (`rag.config.encoder`) for an unknown name or family."""
-    import re
-
+    """``embed.model``'s `rag.retrieval.embed.Encoder` (`rag.config.encoder`), its file checked
+    (`Encoder.verified`) before any question. Raises InputError naming ``path`` and the key, ValueError
+    (`rag.config.encoder`) for a bad entry."""
     from rag import config
-    from rag.io import InputError, sha256_of
+    from rag.io import InputError
 
-    name = p["embed"]["model"]
-    entry = p["embed"]["encoders"].get(name) if isinstance(p["embed"].get("encoders"), dict) else None
-    key = f"embed.encoders.{name}"
-    if isinstance(entry, dict):
-        sha = entry.get("sha256")
-        if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
-            raise InputError(f"{path}: {key}.sha256 must be 64 hex digits (quote it), got {sha!r}")
-        if sha:
-            entry["sha256"] = sha.lower()
-        if not isinstance(entry.get("family", "minilm"), str):
-            raise InputError(f"{path}: {key}.family must be minilm or e5, got {entry['family']!r}")
-    encoder = config.encoder(p)
-    if encoder.file is not None:
-        if not encoder.file.is_file():
-            raise InputError(f"{path}: {key}.file: {encoder.file}: " + ("a folder, not an ONNX file"
-                             if encoder.file.is_dir() else "no such file"))
-        if sha256_of(encoder.file) != encoder.sha256:
-            raise InputError(f"{path}: {key}.sha256: {encoder.file} has another sha256 ({sha256_of(encoder.file)})")
-    return encoder
+    try:
+        return config.encoder(p).verified()
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
 
 
 def _check_tables(verify: dict, own_groups: bool, path: str) -> None:

@@ -155,7 +155,8 @@ def encoder(p: Mapping, root: str | Path = "."):
     """The English chain's encoder: ``p["embed"]["encoders"][p["embed"]["model"]]`` as a
     `rag.retrieval.embed.Encoder` (``family`` minilm | e5, ``file`` relative to ``root`` unless absolute, ``sha256``;
     an entry with no file is the packaged all-MiniLM-L6-v2). Raises ValueError naming ``embed.model`` for a name
-    ``embed.encoders`` lacks, or the entry for a bad one (`Encoder`'s checks); nothing is loaded here."""
+    ``embed.encoders`` lacks, or naming the entry's key for a bad one (``sha256``: 64 hex digits, either case);
+    nothing is read here (`rag.retrieval.embed.Encoder.verified` checks the file)."""
     from rag.retrieval.embed import Encoder
 
     e = p["embed"]
@@ -165,11 +166,14 @@ def encoder(p: Mapping, root: str | Path = "."):
     entry = table[name]
     if not isinstance(entry, Mapping) or set(entry) - {"family", "file", "sha256"}:
         raise ValueError(f"embed.encoders.{name} must be a mapping of family, file, sha256, got {entry!r}")
-    file = entry.get("file")
+    file, family, sha = entry.get("file"), entry.get("family", "minilm"), entry.get("sha256")
     if file is not None and (not isinstance(file, str) or not file):
         raise ValueError(f"embed.encoders.{name}.file must be a path, got {file!r}")
-    return Encoder(name, str(entry.get("family", "minilm")), Path(root) / file if file else None,
-                   entry.get("sha256") or None)
+    if not isinstance(family, str):
+        raise ValueError(f"embed.encoders.{name}.family must be minilm or e5, got {family!r}")
+    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
+        raise ValueError(f"embed.encoders.{name}.sha256 must be 64 hex digits (quote it), got {sha!r}")
+    return Encoder(name, family, Path(root) / file if file else None, sha.lower() if sha else None)
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:

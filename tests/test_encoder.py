@@ -97,12 +97,36 @@ def test_a_bad_choice_is_named_before_anything_loads(change, message):
         config.check({**P, "embed": {**P["embed"], **change}})
 
 
-def test_a_file_whose_sha256_differs_fails_where_it_loads(tmp_path):
+def test_a_file_whose_sha256_differs_fails_where_it_loads_in_a_turn_and_in_the_batch_job(tmp_path):
+    from rag.io import InputError
+
     copy = tmp_path / "e5.onnx"
-    copy.write_bytes(b"not the model")
-    embed.use_encoder(embed.Encoder("mine", "e5", copy, "0" * 64))
-    with pytest.raises(RuntimeError, match=r"e5.onnx: sha256 differs from the expected 0000"):
+    copy.write_bytes((ROOT / "models" / "e5-small.onnx").read_bytes())
+    wrong = embed.Encoder("mine", "e5", copy, "0" * 64)
+    embed.use_encoder(wrong)
+    with pytest.raises(InputError, match=r"embed.encoders.mine.sha256: .*e5.onnx has another sha256 \(22fa75d6"):
         embed.query_embedder()
+    with pytest.raises(InputError, match=r"embed.encoders.mine.sha256: "):
+        embed_passages(["hello"], encoder=wrong)  # the stage `embed` checks the e5 file too
+
+
+def test_a_stage_whose_encoder_file_differs_stops_with_one_line(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "stages"))
+    import common
+
+    mine = tmp_path / "p.yaml"
+    changed = with_model("e5-small")
+    changed["embed"]["encoders"] = {**P["embed"]["encoders"], "e5-small": {**P["embed"]["encoders"]["e5-small"],
+                                                                         "sha256": "ab" * 32}}
+    mine.write_text(yaml.safe_dump(changed))
+    with pytest.raises(SystemExit) as stop:
+        try:
+            common.main(lambda: (common.params(), embed.query_embedder()), argv=["--params", str(mine)])
+        finally:
+            common._ARGS = None
+    assert stop.value.code == 1
+    assert capsys.readouterr().err == (f"error: embed.encoders.e5-small.sha256: {ROOT / 'models/e5-small.onnx'} has "
+                                       f"another sha256 ({P['embed']['encoders']['e5-small']['sha256']})\n")
 
 
 def test_the_cli_reads_embed_model_from_a_users_params_file(tmp_path, capsys):

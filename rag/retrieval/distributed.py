@@ -21,6 +21,7 @@ ENGINES = ("local", "ray")
 def _worker_embedder(batch_size: int, threads: int, encoder):
     from rag.retrieval.embed import MiniLMEmbedder
 
+    encoder.verified()
     if encoder.family == "e5":
         from rag.retrieval.e5 import E5Embedder, E5Side
 
@@ -46,7 +47,7 @@ def embed_passages(texts: Sequence[str], engine: str = "local", workers: int = 2
     engine: ``local`` (this process) or ``ray`` (tasks of ``batches_per_task`` batches; ``address`` "" starts a
     local Ray with ``workers`` CPUs and stops it after, else joins that cluster and leaves it running); threads:
     onnxruntime threads per task (one per CPU Ray gives a task); encoder: an `rag.retrieval.embed.Encoder` (None: the
-    process-wide one; its sha256 is checked where it loads). Raises ValueError for an unknown engine,
+    process-wide one; `Encoder.verified` where each process loads it). Raises ValueError for an unknown engine,
     ImportError (naming the pip command) when Ray is missing.
     """
     if engine not in ENGINES:

@@ -48,6 +48,20 @@ class Encoder:
         if self.file is not None and not self.sha256:
             raise ValueError(f"encoder {self.name!r}: give the expected sha256 of {self.file}")
 
+    def verified(self) -> "Encoder":
+        """This encoder once its file is a file with the expected sha256 (the packaged MiniLM's wheel checks its own).
+        Raises InputError naming ``embed.encoders.<name>`` and the file otherwise."""
+        from rag.io import InputError
+
+        if self.file is not None:
+            key = f"embed.encoders.{self.name}"
+            if not self.file.is_file():
+                raise InputError(f"{key}.file: {self.file}: " + ("a folder, not an ONNX file" if self.file.is_dir()
+                                                                 else "no such file"))
+            if sha256_of(self.file) != self.sha256:
+                raise InputError(f"{key}.sha256: {self.file} has another sha256 ({sha256_of(self.file)})")
+        return self
+
     @property
     def id(self) -> str:
         """Which vectors these are, for artifacts fitted on them (models/gate.json, the KB cache): for the packaged
@@ -156,12 +170,10 @@ class MiniLMEmbedder:
 @functools.lru_cache(maxsize=1)
 def _sides():
     """``(query side, passage side)`` of the process-wide encoder, built on first use (MiniLM loads in ~0.3 s)."""
-    e = _encoder
+    e = _encoder.verified()
     if e.family == "e5":
         from rag.retrieval.e5 import E5Embedder, E5Side
 
-        if sha256_of(e.file) != e.sha256:
-            raise RuntimeError(f"{e.file}: sha256 differs from the expected {e.sha256} (encoder {e.name!r})")
         both = E5Embedder(e.file)
         return E5Side(both, "query"), E5Side(both, "passage")
     one = MiniLMEmbedder(model=e.file, sha256=e.sha256)
