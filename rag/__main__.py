@@ -265,14 +265,19 @@ def _params(path: str) -> dict:
 
 
 def _check_encoder(p: dict, path: str):
-    """``embed.model``'s `rag.retrieval.embed.Encoder` (`rag.config.encoder`), its file checked
-    (`Encoder.verified`) before any question. Raises InputError naming ``path`` and the key, ValueError
-    (`rag.config.encoder`) for a bad entry."""
+    """``embed.model``'s `rag.retrieval.embed.Encoder` (`rag.config.encoder`), its file checked before any
+    question: its sha256 (`Encoder.verified`) and, loaded, its family (`Encoder.check_inputs`). Raises InputError
+    naming ``path`` and the key, ValueError (`rag.config.encoder`) for a bad entry."""
     from rag import config
     from rag.io import InputError
+    from rag.retrieval.embed import query_embedder, use_encoder
 
     try:
-        return config.encoder(p).verified()
+        encoder = config.encoder(p).verified()
+        if encoder.file is not None:  # the packaged MiniLM is read from its wheel: nothing to check
+            use_encoder(encoder)
+            query_embedder()
+        return encoder
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
 

@@ -110,6 +110,17 @@ def test_a_file_whose_sha256_differs_fails_where_it_loads_in_a_turn_and_in_the_b
         embed_passages(["hello"], encoder=wrong)  # the stage `embed` checks the e5 file too
 
 
+@pytest.mark.parametrize("family, file, other", [("minilm", "e5-small", "e5"), ("e5", "minilm-heysquad", "minilm")])
+def test_a_family_that_does_not_match_its_file_is_named_where_it_loads(family, file, other):
+    from rag.io import InputError
+
+    entry = P["embed"]["encoders"][file]
+    embed.use_encoder(embed.Encoder("mine", family, ROOT / entry["file"], entry["sha256"]))
+    with pytest.raises(InputError, match=rf"^embed.encoders.mine.family: '{family}' does not fit .*{entry['file']}: it "
+                                         rf"takes inputs .*, not '{embed.INPUT_OF[family]}' \(family '{other}' does\)$"):
+        embed.query_embedder()
+
+
 def test_a_stage_whose_encoder_file_differs_stops_with_one_line(tmp_path, capsys):
     sys.path.insert(0, str(ROOT / "stages"))
     import common
@@ -184,6 +195,10 @@ def test_a_users_own_encoder_is_one_entry_in_their_params_file(tmp_path, capsys)
      r"embed.encoders.mine.sha256: .*e5-small.onnx has another sha256 \(22fa75d6"),
     ({"file": "x.onnx", "sha256": 12345}, r"embed.encoders.mine.sha256 must be 64 hex digits \(quote it\), got 12345"),
     ({"family": 1}, r"embed.encoders.mine.family must be minilm or e5, got 1"),
+    ({"family": "e5", "file": str(ROOT / "models/minilm-heysquad-asr.onnx"),
+      "sha256": P["embed"]["encoders"]["minilm-heysquad"]["sha256"]},
+     r"embed.encoders.mine.family: 'e5' does not fit .*minilm-heysquad-asr.onnx: it takes inputs \[.*'input_ids'.*\], "
+     r"not 'inputs_embeds' \(family 'minilm' does\)"),
 ])
 def test_a_bad_encoder_file_is_one_line_naming_the_key_before_any_work(tmp_path, capsys, entry, message):
     import re

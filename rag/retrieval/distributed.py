@@ -19,14 +19,9 @@ ENGINES = ("local", "ray")
 
 @functools.lru_cache(maxsize=1)
 def _worker_embedder(batch_size: int, threads: int, encoder):
-    from rag.retrieval.embed import MiniLMEmbedder
+    from rag.retrieval.embed import load_sides
 
-    encoder.verified()
-    if encoder.family == "e5":
-        from rag.retrieval.e5 import E5Embedder, E5Side
-
-        return E5Side(E5Embedder(encoder.file, threads=threads), "passage")
-    return MiniLMEmbedder(batch_size, threads, encoder.file, encoder.sha256)
+    return load_sides(encoder, threads, batch_size)[1]
 
 
 def _embed_chunk(texts: list[str], batch_size: int, threads: int, encoder) -> np.ndarray:

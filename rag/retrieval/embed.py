@@ -25,6 +25,7 @@ DIM = 384
 
 
 FAMILIES = ("minilm", "e5")
+INPUT_OF = {"minilm": "input_ids", "e5": "inputs_embeds"}  # the ONNX input that tells the two families apart
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,19 @@ class Encoder:
             if sha256_of(self.file) != self.sha256:
                 raise InputError(f"{key}.sha256: {self.file} has another sha256 ({sha256_of(self.file)})")
         return self
+
+    def check_inputs(self, input_names: Sequence[str]) -> None:
+        """Raise InputError naming ``embed.encoders.<name>.family`` when the loaded ONNX file's ``input_names`` lack
+        this family's input (`INPUT_OF`: MiniLM reads token ids, e5 token embeddings), naming the family whose input
+        it has. Without this check the mismatch surfaced as onnxruntime's missing-inputs error at the first question."""
+        from rag.io import InputError
+
+        want = INPUT_OF[self.family]
+        if want not in input_names:
+            fits = [f for f, name in INPUT_OF.items() if name in input_names]
+            hint = f" (family {fits[0]!r} does)" if fits else ""
+            raise InputError(f"embed.encoders.{self.name}.family: {self.family!r} does not fit {self.file}: it takes "
+                             f"inputs {list(input_names)}, not {want!r}{hint}")
 
     @property
     def id(self) -> str:
@@ -167,17 +181,27 @@ class MiniLMEmbedder:
         return self.embed([text])[0]
 
 
-@functools.lru_cache(maxsize=1)
-def _sides():
-    """``(query side, passage side)`` of the process-wide encoder, built on first use (MiniLM loads in ~0.3 s)."""
-    e = _encoder.verified()
+def load_sides(encoder: Encoder, threads: int = 2, batch_size: int = 32):
+    """``(query side, passage side)`` of ``encoder``, loaded (MiniLM in ~0.3 s) after its file is checked
+    (`Encoder.verified`) and then its family (`Encoder.check_inputs`): one `MiniLMEmbedder` for both sides, or e5's
+    ``"query: "`` / ``"passage: "`` sides of one `rag.retrieval.e5.E5Embedder`. ``threads``: onnxruntime intra-op
+    threads; ``batch_size``: MiniLM's texts per run. Raises InputError naming ``embed.encoders.<name>``."""
+    e = encoder.verified()
     if e.family == "e5":
         from rag.retrieval.e5 import E5Embedder, E5Side
 
-        both = E5Embedder(e.file)
+        both = E5Embedder(e.file, threads=threads)
+        e.check_inputs([i.name for i in both.session.get_inputs()])
         return E5Side(both, "query"), E5Side(both, "passage")
-    one = MiniLMEmbedder(model=e.file, sha256=e.sha256)
+    one = MiniLMEmbedder(batch_size, threads, e.file, e.sha256)
+    e.check_inputs([i.name for i in one.session.get_inputs()])
     return one, one
+
+
+@functools.lru_cache(maxsize=1)
+def _sides():
+    """`load_sides` of the process-wide encoder, built on first use."""
+    return load_sides(_encoder)
 
 
 def query_embedder():
