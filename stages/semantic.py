@@ -56,13 +56,17 @@ def english_item(name: str, q: dict, answer: str, skipped: str | None, docs: dic
 
 
 def english_items(p: dict) -> list[dict]:
-    """Every English reply of the generator: ``{set, id, question, answer, context, right, supported}`` (answer ""
-    for a refusal or an error: ``skipped`` says which)."""
+    """Every English reply of the shipped generator (stages answer and selection_llm) as `reply_items`."""
     replies = [{"set": "clinic", **r} for r in read_jsonl(VOICE_DATA / "answers.jsonl")]
-    replies += read_jsonl(VOICE_DATA / "selection_llm.jsonl")
+    return reply_items(p, replies + read_jsonl(VOICE_DATA / "selection_llm.jsonl"))
+
+
+def reply_items(p: dict, replies: list[dict]) -> list[dict]:
+    """LLM replies (answer rows of `rag.voice.answer.answer_row`, each with the ``set`` of `set_sources` it answers)
+    as items to judge: ``{set, id, question, answer, context, right, supported}`` (answer "" for a refusal or an
+    error: ``skipped`` says which)."""
     sources = set_sources(p)
-    kbs = {"clinic": load_kb(ROOT / p["voice"]["kb"], allowed(p)),
-           "vet": load_kb(ROOT / p["abstain"]["transfer_kb"], allowed(p))}
+    kbs = {n: load_kb(ROOT / folder, allowed(p)) for n, folder in kb_folders(p).items()}
     questions = {name: {q["id"]: q for q in load_queries(path)} for name, (_, _, path, _) in sources.items()}
     out = []
     for r in replies:
@@ -71,6 +75,12 @@ def english_items(p: dict) -> list[dict]:
         skipped = None if answer else ("error" if r["error"] else "refusal")
         out.append(english_item(r["set"], q, answer, skipped, docs, r["retrieved"], r["source"]))
     return out
+
+
+def kb_folders(p: dict) -> dict:
+    """``{kb name of `set_sources`: its folder}``."""
+    return {"clinic": p["voice"]["kb"], "dental": p["select"]["dental"]["kb"], "salon": p["select"]["salon"]["kb"],
+            "vet": p["abstain"]["transfer_kb"]}
 
 
 def said_items(p: dict) -> list[dict]:
@@ -84,7 +94,7 @@ def said_items(p: dict) -> list[dict]:
             continue
         q_p = copy.deepcopy(q_p)
         q_p["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
-        folder = ROOT / (p["voice"]["kb"] if kb_name == "clinic" else p["abstain"]["transfer_kb"])
+        folder = ROOT / kb_folders(p)[kb_name]
         docs = load_kb(folder, allowed(p))
         questions = {q["id"]: q for q in load_queries(path)}
         for r in run_chain(folder, path, q_p, gate)["answers"]:
@@ -137,13 +147,12 @@ def summary(rows: list[dict]) -> dict:
             "agree": sum(r["semantic_pass"] == r["right"] for r in judged)}
 
 
-def run():
-    t0 = time.perf_counter()
-    p = params()
+def judge_items(items: list[dict], p: dict, t0: float) -> None:
+    """Judge every item not ``skipped`` in place (``faithfulness``, ``statements``, ``verdicts``, ``relevancy``,
+    ``questions``, ``judge_error``) with ``semantic.judge`` on a cold local server (prompt cache off), then set each
+    item's ``semantic_pass`` and drop its ``context`` (Korean rows: ids and scores only). Prints one line an item."""
     s = p["semantic"]
-    items = english_items(p) + said_items(p) + korean_items(p)
     embed = {"en": query_embedder().embed, "ko": ko_embed}  # MiniLM is English-only: USE multilingual for Korean
-    load = os.getloadavg()
     with LocalServer(model=s["judge"], threads=int(s["threads"]), n_ctx=int(s["n_ctx"]), cache_ram_mib=0).start() as server:
         def judge(messages, schema):
             return ask(server.url, messages, schema, max_tokens=int(s["max_tokens"]), timeout_s=float(s["timeout_s"]),
@@ -166,6 +175,15 @@ def run():
         if r["set"].startswith("ko_"):  # KorQuAD's licence allows no derived copies in git: ids and scores only
             for k in ("question", "answer", "statements", "questions"):
                 r.pop(k, None)
+
+
+def run():
+    t0 = time.perf_counter()
+    p = params()
+    s = p["semantic"]
+    items = english_items(p) + said_items(p) + korean_items(p)
+    load = os.getloadavg()
+    judge_items(items, p, t0)
     sets = list(dict.fromkeys(r["set"] for r in items))
     english = [r for r in items if not r["set"].startswith(("ko_", "said_"))]
     said = [r for r in items if r["set"].startswith("said_")]
