@@ -25,6 +25,13 @@ def min_score_on_choose_sets(by_min_score: dict, runs: dict) -> tuple[str, dict]
     return max(u, key=lambda t: (u[t], -float(t))), u
 
 
+def kb_folders(p: dict) -> dict:
+    """``{kb name of `set_sources`: its folder}``: the clinic fixture (``voice.kb``), Harbor Dental
+    (``select.dental.kb``), Riverside Hair Studio (``select.salon.kb``) and the held-out vet KB (``abstain.transfer_kb``)."""
+    return {"clinic": p["voice"]["kb"], "dental": p["select"]["dental"]["kb"], "salon": p["select"]["salon"]["kb"],
+            "vet": p["abstain"]["transfer_kb"]}
+
+
 def set_sources(p: dict) -> dict:
     """``{set name: (kb name, its params, questions file, typed)}`` of every set of stage selection: the clinic
     fixture (its tables on), the second and third choose KBs (``select.dental``: Harbor Dental, ``select.salon``:
@@ -70,9 +77,7 @@ def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> t
 
     gate = Gate.load(GATE_PATH)
     kbs = {n: (PassageIndex.from_folder(ROOT / kb, config.hybrid_config(p), allowed(p)), load_kb(ROOT / kb, allowed(p)))
-           for n, kb in (("clinic", p["voice"]["kb"]), ("dental", p["select"]["dental"]["kb"]),
-                         ("salon", p["select"]["salon"]["kb"]),
-                        ("vet", p["abstain"]["transfer_kb"]))}
+           for n, kb in kb_folders(p).items()}
     sets = {name: (kb, q_p, [{**q, "asr": q["spoken"]} if typed else q for q in load_queries(path)])
             for name, (kb, q_p, path, typed) in set_sources(p).items()}
     answers = {}

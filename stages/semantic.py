@@ -27,7 +27,7 @@ import os
 import time
 
 from common import GATE_PATH, ROOT, VOICE_DATA, VOICE_METRICS, main, params
-from selection_sets import set_sources
+from selection_sets import kb_folders, set_sources
 from rag.bench.compare import markdown_table
 from rag.eval.intervals import bootstrap_interval
 from rag.eval.scoring import has_facts
@@ -75,12 +75,6 @@ def reply_items(p: dict, replies: list[dict]) -> list[dict]:
         skipped = None if answer else ("error" if r["error"] else "refusal")
         out.append(english_item(r["set"], q, answer, skipped, docs, r["retrieved"], r["source"]))
     return out
-
-
-def kb_folders(p: dict) -> dict:
-    """``{kb name of `set_sources`: its folder}``."""
-    return {"clinic": p["voice"]["kb"], "dental": p["select"]["dental"]["kb"], "salon": p["select"]["salon"]["kb"],
-            "vet": p["abstain"]["transfer_kb"]}
 
 
 def said_items(p: dict) -> list[dict]:
