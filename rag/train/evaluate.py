@@ -4,7 +4,7 @@ encoder (`span_labels`, `pick_hit`). Needs no PyTorch."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -16,18 +16,25 @@ from rag.voice.queries import raw_queries
 
 
 def report_half(data_dir: str | Path, config: HybridConfig, embedder,
-                modes: Sequence[str] = ("dense", "hybrid_phonetic"), passage_embedder=None) -> dict:
+                modes: Sequence[str] = ("dense", "hybrid_phonetic"), passage_embedder=None,
+                question_ids: Collection[str] | None = None) -> dict:
     """Retrieval on HeySQuAD's report half (odd articles, `rag.bench.heysquad.article_split`) of the prepared files
     in ``data_dir`` (passages.jsonl with ``article``, queries.jsonl): the report half's questions against all 311 paragraphs,
     questions embedded by ``embedder`` (a `rag.retrieval.embed.MiniLMEmbedder`, or `rag.retrieval.e5.E5Side`) and
     paragraphs by ``passage_embedder`` (default: ``embedder``; e5 embeds the two sides differently).
+    ``question_ids``: score these questions instead (e.g. a held-out fold of the train half, `train_folds`).
 
     Returns ``{form: {mode: {recall@1, recall@3, recall@10, mrr@10, ndcg@10}}}`` for typed / human / machine, raw
-    transcripts. Raises InputError naming a file that lacks a field.
+    transcripts. Raises InputError naming a file that lacks a field; ValueError if ``question_ids`` names none.
     """
     passages, queries = read_prepared(data_dir)
     split = article_split(passages, queries)
-    report = [q for q in queries if split[q["id"]] == "report"]
+    if question_ids is None:
+        report = [q for q in queries if split[q["id"]] == "report"]
+    else:
+        report = [q for q in queries if q["id"] in question_ids]
+        if not report:
+            raise ValueError("report_half: question_ids names no question of the data set")
     index = PassageIndex(as_passages(passages), (passage_embedder or embedder).embed([r["text"] for r in passages]), config)
     names = ["recall@1", "recall@3", "recall@10", "mrr@10", "ndcg@10"]
     return {source: select(evaluate_matrix(index, report, {"raw": raw_queries(as_transcripts(report, source))},
