@@ -152,4 +152,5 @@ def run():
                report_table(results, "in_batch_mean_std", lambda r: f"{r['kind']} seed {r['seed']}"))
 
 
-main(run)
+if __name__ == "__main__":
+    main(run)

@@ -8,7 +8,7 @@ training never saw: the clinic fixture and the held-out vet KB (clean and noisy 
 rewritten). Modes dense and hybrid_phonetic; on HeySQuAD also hybrid_phonetic's lists fused by the convex combination of
 min-max scores, weights chosen on the train half (``finetune.convex_weight_grid``, `rag.train.evaluate.convex_hybrid`),
 for the packaged MiniLM and the fine-tuned e5, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
-questions, the models interleaved in one run). Writes ``finetune.metrics_dir``/eval.json and eval.md.
+questions, 5 rounds of each model in turn: `query_ms`). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import json
 import statistics
@@ -59,16 +59,20 @@ def kb_metrics(p, embedder, passage_embedder) -> dict:
     return out
 
 
-def query_ms(embedders: dict, texts: list[str]) -> dict:
-    """``{name: {"p50", "p95"}}`` ms to embed one query, the models interleaved per text (same load for both)."""
+def query_ms(embedders: dict, texts: list[str], rounds: int = 5) -> dict:
+    """``{name: {"p50", "p95"}}`` ms to embed one query: in each of ``rounds`` rounds every model embeds all ``texts``
+    one at a time, model after model (the rounds spread the load over the models alike). Not per text in turn: then
+    each model ran while the one before it still had onnxruntime's intra-op threads spinning for work, which took the
+    2 cores and inflated every p50 2.5-3x (session 48: e5 fine-tuned 32.7 vs 9.8 ms, MiniLM 13.1 vs 3.9)."""
     times = {n: [] for n in embedders}
     for e in embedders.values():
         e.embed_one("warm up")
-    for t in texts:
+    for _ in range(rounds):
         for n, e in embedders.items():
-            t0 = time.perf_counter()
-            e.embed_one(t)
-            times[n].append(1000 * (time.perf_counter() - t0))
+            for t in texts:
+                t0 = time.perf_counter()
+                e.embed_one(t)
+                times[n].append(1000 * (time.perf_counter() - t0))
     return {n: {"p50": round(statistics.median(v), 2), "p95": round(sorted(v)[int(0.95 * (len(v) - 1))], 2)}
             for n, v in times.items()}
 
@@ -139,7 +143,7 @@ def markdown(r) -> str:
               for n, c in r[key].items()]
     return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
             f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}). Query embedding p50 "
-            + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run, interleaved).\n\n"
+            + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run: 5 rounds, each model all clinic questions in turn).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
                               *(f"R@1 {label}" for label in NAMES.values())], rows)
             + "\n\nhybrid_phonetic's lists fused by RRF as configured / RRF with tuned weights / the convex combination of "

@@ -288,3 +288,46 @@ def test_convex_hybrid_searches_each_form_as_texts_of_makes_it(tmp_path):
     assert seen == [3, 3, 3]  # typed, human, machine: every question of each form
     assert rewritten["report_mrr@10"]["human"]["convex"] == 1.0
     assert raw["report_mrr@10"]["human"]["convex"] < 1.0
+
+
+def test_report_half_scores_the_given_questions_instead_of_the_report_half(tmp_path):
+    """The stage finetune's cross-validation scores a held-out fold of the train half through `report_half`'s
+    ``question_ids``: by default only "b" (odd article) is scored; with ids, exactly those questions, whatever half."""
+    from rag.io import write_jsonl
+    from rag.retrieval.search import HybridConfig
+    from rag.train.evaluate import report_half
+
+    class Seen:  # every text the same unit vector; records the questions it embeds after the passages
+        def __init__(self):
+            self.calls = []
+
+        def embed(self, texts):
+            self.calls.append(list(texts))
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    write_jsonl(tmp_path / "passages.jsonl", PASSAGES)
+    write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    config = HybridConfig(rrf_k=10, depth=4, phonetic_ngram=0)
+    default, chosen = Seen(), Seen()
+    report_half(tmp_path, config, default, modes=("dense",))
+    report_half(tmp_path, config, chosen, modes=("dense",), question_ids={"a", "c"})
+    questions = lambda e: sorted({t for call in e.calls[1:] for t in call})  # calls[0]: the 4 paragraphs
+    assert questions(default) == ["Report?", "report"]
+    assert questions(chosen) == sorted(["Where is Warsaw?", "where is warsaw?", "where is war saw",
+                                        "How long is the Rhine?", "how long is the rain", "how long is the rhine?"])
+    with pytest.raises(ValueError, match="names no question"):
+        report_half(tmp_path, config, Seen(), question_ids={"zz"})
+
+
+def test_the_cross_validation_choice_takes_the_best_mean_and_breaks_near_ties_by_fewer_epochs_then_lower_rate():
+    import sys
+    sys.path.insert(0, str(ROOT / "stages"))
+    from finetune import chosen, label   # a stage script, importable for its functions
+
+    grid = [(2e-5, 1), (2e-5, 3), (1e-4, 1), (1e-4, 3)]
+    mean = {label(*g): v for g, v in zip(grid, (0.70, 0.74, 0.72, 0.75))}
+    assert chosen(grid, mean) == (1e-4, 3)
+    mean[label(2e-5, 3)] = 0.7496           # within 0.0005 of the best: fewer epochs do not help, the lower rate does
+    assert chosen(grid, mean) == (2e-5, 3)
+    mean[label(1e-4, 1)] = 0.7499           # one epoch within the tie band beats three
+    assert chosen(grid, mean) == (1e-4, 1)
