@@ -1,4 +1,6 @@
 """The question sets of stages selection and selection_llm (one definition for both), with their answer rows."""
+import time
+
 from common import GATE_PATH, ROOT, tables_off
 
 # The recogniser forms of the two choose KBs (clinic, Harbor Dental), where a learned design's min_score is chosen
@@ -81,12 +83,15 @@ def selection_answers(p: dict, url: str | None, skip: tuple[str, ...] = ()) -> t
     sets = {name: (kb, q_p, [{**q, "asr": q["spoken"]} if typed else q for q in load_queries(path)])
             for name, (kb, q_p, path, typed) in set_sources(p).items()}
     answers = {}
-    for name, (kb, q_p, qs) in sets.items():
-        if name in skip:
-            continue
+    todo = [name for name in sets if name not in skip]
+    for i, name in enumerate(todo, 1):
+        kb, q_p, qs = sets[name]
+        t0 = time.perf_counter()
         index, docs = kbs[kb]
         ts = rewrite_queries(qs, config.rewrite_rules(q_p, index.passages))
         vs = embed_texts(ts)
         score = gate_function(gate, index, p)
         answers[name] = step_answer(index, qs, docs, q_p, gate.tau, url, {q: score(ts[q], vs[q]) for q in ts})
+        print(f"answers: set {i}/{len(todo)} {name}: {len(qs)} questions, {time.perf_counter() - t0:.0f} s"
+              + ("" if url else " (LLM off)"), flush=True)   # a set with the LLM on takes minutes
     return kbs, sets, answers
