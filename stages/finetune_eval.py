@@ -8,11 +8,9 @@ training never saw: the clinic fixture and the held-out vet KB (clean and noisy 
 rewritten). Modes dense and hybrid_phonetic; on HeySQuAD also hybrid_phonetic's lists fused by the convex combination of
 min-max scores, weights chosen on the train half (``finetune.convex_weight_grid``, `rag.train.evaluate.convex_hybrid`),
 for the packaged MiniLM and the fine-tuned e5, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
-questions, 5 rounds of each model in turn: `query_ms`). Writes ``finetune.metrics_dir``/eval.json and eval.md.
+questions, 5 rounds of each model in turn: `timing.one_query_ms`). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import json
-import statistics
-import time
 from pathlib import Path
 
 from common import ROOT, check_weight_grid, main, params
@@ -28,6 +26,7 @@ from rag.retrieval.embed import MiniLMEmbedder
 from rag.retrieval.search import PassageIndex
 from rag.voice.quarantine import allowed
 from rag.voice.queries import load_queries, raw_queries, rewrite_queries
+from timing import one_query_ms
 
 MODES = ("dense", "hybrid_phonetic")
 METRICS = ("recall@1", "recall@3", "mrr@10")
@@ -57,24 +56,6 @@ def kb_metrics(p, embedder, passage_embedder) -> dict:
                 queries, doc_runs(index, texts, mode, vectors), ks=(1, 3, 10)).items() if m in METRICS}
                 for mode in MODES}
     return out
-
-
-def query_ms(embedders: dict, texts: list[str], rounds: int = 5) -> dict:
-    """``{name: {"p50", "p95"}}`` ms to embed one query: in each of ``rounds`` rounds every model embeds all ``texts``
-    one at a time, model after model (the rounds spread the load over the models alike). Not per text in turn: then
-    each model ran while the one before it still had onnxruntime's intra-op threads spinning for work, which took the
-    2 cores and inflated every p50 2.5-3x (session 48: e5 fine-tuned 32.7 vs 9.8 ms, MiniLM 13.1 vs 3.9)."""
-    times = {n: [] for n in embedders}
-    for e in embedders.values():
-        e.embed_one("warm up")
-    for _ in range(rounds):
-        for n, e in embedders.items():
-            for t in texts:
-                t0 = time.perf_counter()
-                e.embed_one(t)
-                times[n].append(1000 * (time.perf_counter() - t0))
-    return {n: {"p50": round(statistics.median(v), 2), "p95": round(sorted(v)[int(0.95 * (len(v) - 1))], 2)}
-            for n, v in times.items()}
 
 
 def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
@@ -118,7 +99,7 @@ def run():
                                             texts_of=texts_of)
                         for name in ("packaged", "e5_finetuned")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
-    results["query_embed_ms"] = query_ms(embedders, clinic)
+    results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
     write_text(ROOT / f["metrics_dir"] / "eval.md", markdown(results))
     print(markdown(results))

