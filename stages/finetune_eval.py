@@ -1,13 +1,14 @@
 """Stage finetune_eval (issue 14): the committed fine-tuned MiniLM (``finetune.model``, stage finetune) against the
 packaged all-MiniLM-L6-v2, and both against multilingual-e5-small: the packaged weights (`rag.retrieval.e5.BASE_MODEL`)
-and the committed English fine-tune (``finetune_e5.model``, stage finetune_e5); all served by onnxruntime with no
+and the committed English fine-tunes (``finetune_e5.model``, stage finetune_e5; ``finetune_e5_l6_distilled.model``,
+e5-small cut to 6 of its 12 layers and taught by the former, stage finetune_e5_l6_distilled); all served by onnxruntime with no
 PyTorch. Each committed encoder is checked against the sha256 its training stage recorded.
 
 Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
 rewritten). Modes dense and hybrid_phonetic; on HeySQuAD also hybrid_phonetic's lists fused by the convex combination of
 min-max scores, weights chosen on the train half (``finetune.convex_weight_grid``, `rag.train.evaluate.convex_hybrid`),
-for the packaged MiniLM and the fine-tuned e5, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
+for the packaged MiniLM and the two fine-tuned e5s, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
 questions, 5 rounds of each model in turn: `timing.one_query_ms`). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import json
@@ -77,14 +78,19 @@ def run():
     check_weight_grid(f["convex_weight_grid"], "finetune.convex_weight_grid")
     path, shipped = committed(p, "finetune", "train.json")
     e5_path, e5_shipped = committed(p, "finetune_e5", "e5.json")
+    l6_path, l6_shipped = committed(p, "finetune_e5_l6_distilled", p["finetune_e5_l6_distilled"]["metrics_file"])
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
     e5_tuned = E5Embedder(e5_path, e5.e5, threads=f["threads"])
+    l6_tuned = E5Embedder(l6_path, e5.e5, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
                  "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=shipped["sha256"]),
-                 "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query")}
-    passage_side = {"e5": E5Side(e5, "passage"), "e5_finetuned": E5Side(e5_tuned, "passage")}  # MiniLM: both alike
+                 "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query"),
+                 "e5_l6_distilled": E5Side(l6_tuned, "query")}
+    passage_side = {"e5": E5Side(e5, "passage"), "e5_finetuned": E5Side(e5_tuned, "passage"),
+                    "e5_l6_distilled": E5Side(l6_tuned, "passage")}  # MiniLM: both alike
     results = {"model": f["model"], "sha256": shipped["sha256"], "seed": shipped["seed"],
                "e5_model": e5_shipped["path"], "e5_sha256": e5_shipped["sha256"], "e5_seed": e5_shipped["seed"],
+               "e5_l6_model": l6_shipped["path"], "e5_l6_sha256": l6_shipped["sha256"], "e5_l6_seed": l6_shipped["seed"],
                "sets": {}}
     for name, e in embedders.items():
         pe = passage_side.get(name, e)
@@ -97,7 +103,7 @@ def run():
         results[key] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders[name],
                                             passage_side.get(name, embedders[name]), f["convex_weight_grid"],
                                             texts_of=texts_of)
-                        for name in ("packaged", "e5_finetuned")}
+                        for name in ("packaged", "e5_finetuned", "e5_l6_distilled")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -105,7 +111,8 @@ def run():
     print(markdown(results))
 
 
-NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small", "e5_finetuned": "e5 fine-tuned"}
+NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small", "e5_finetuned": "e5 fine-tuned",
+         "e5_l6_distilled": "e5 6-layer distilled"}
 
 
 def markdown(r) -> str:
@@ -123,7 +130,9 @@ def markdown(r) -> str:
               for key, questions in (("convex_hybrid", "raw"), ("convex_hybrid_rewritten", "rewritten"))
               for n, c in r[key].items()]
     return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
-            f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}). Query embedding p50 "
+            f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}; cut to 6 layers and "
+            f"distilled from it, "
+            f"`{r['e5_l6_model']}`, seed {r['e5_l6_seed']}). Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run: 5 rounds, each model all clinic questions in turn).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
                               *(f"R@1 {label}" for label in NAMES.values())], rows)

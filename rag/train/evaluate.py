@@ -153,14 +153,14 @@ def mean_std(models: Sequence[dict], kind: str = "q") -> dict:
 
 
 def report_table(results: dict, mean_key: str, label: Callable[[dict], str],
-                 kinds: Sequence[str] = ("fp32", "q")) -> str:
+                 kinds: Sequence[str] = ("fp32", "q"), before: str = "before (packaged)") -> str:
     """Markdown MRR@10 table of a fine-tuning stage's ``results`` on the report half (``before``: `report_half`;
     ``models``: rows with ``{kind: {"metrics": ...}}``): rows "before", each model × kind (named
     ``label(model row)``), and the mean ± std in ``results[mean_key]`` (a `mean_std`, labelled with ``kinds[-1]``,
-    the kind it was taken over); columns: form × mode."""
+    the kind it was taken over); columns: form × mode. ``before`` labels the first row."""
     from rag.bench.compare import markdown_table
 
-    rows = [["before (packaged)", "", *(results["before"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)]]
+    rows = [[before, "", *(results["before"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)]]
     for r in results["models"]:
         for name in kinds:
             rows.append([label(r), name, *(r[name]["metrics"][fm][md]["mrr@10"] for fm in FORMS for md in MODES)])

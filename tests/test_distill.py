@@ -1,0 +1,74 @@
+"""The 6-layer e5 student (issue 14): teaching texts only from HeySQuAD's training half, length-sorted batches that use
+every text once, words dropped as teaching noise, and (marked ``train``: PyTorch) a student that moves towards its
+teacher's vectors and keeps the epoch of least validation distance."""
+import random
+
+import numpy as np
+import pytest
+
+from rag.retrieval.e5 import QUERY, E5Tokenizer, read_e5
+from rag.train.distill import dropped_words, length_batches, teaching_texts
+
+
+def test_length_batches_use_every_index_once_and_group_similar_lengths():
+    lengths = [random.Random(1).randrange(5, 500) for _ in range(300)]
+    batches = length_batches(lengths, batch_size=16, seed=0, pool=4)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(300)) and max(len(b) for b in batches) == 16
+    spread = np.mean([max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches])
+    assert spread < 100   # random batches of 16 from 5..500 spread ~440
+    assert batches == length_batches(lengths, 16, 0, 4) and batches != length_batches(lengths, 16, 1, 4)
+    with pytest.raises(ValueError):
+        length_batches(lengths, 0, 0)
+
+
+def test_dropped_words_keep_order_and_at_least_one_word():
+    rng = random.Random(0)
+    text = "what time does the clinic open on saturday"
+    assert dropped_words(text, 0.0, rng) == text
+    out = dropped_words(text, 0.5, random.Random(3))
+    assert 0 < len(out.split()) < 8 and [w for w in text.split() if w in out.split()] == out.split()
+    assert dropped_words("one", 0.99, rng) == "one"
+    with pytest.raises(ValueError, match="drop rate"):
+        dropped_words(text, 1.0, rng)
+
+
+def test_teaching_texts_hold_no_text_of_an_odd_article_and_hold_out_whole_articles():
+    passages = [{"_id": f"{a}_0", "article": a, "text": f"Article {a} has a fact. It has another fact {a}."}
+                for a in range(10)]
+    queries = [{"id": f"q{a}", "relevant": [f"{a}_0"], "typed": f"Typed question {a}?", "human": f"human question {a}",
+                "machine": f"machine question {a}"} for a in range(10)]
+    t = teaching_texts(passages, queries, drop_rate=0.3, seed=0, val_every=2)
+    everything = " ".join(x for part in t.values() for role in part.values() for x in role)
+    for odd in (1, 3, 5, 7, 9):
+        assert f"{odd}" not in everything
+    # even articles 0, 2, 4, 6, 8: every 2nd from the first (0, 4, 8) is held out
+    val = " ".join(t["val"]["queries"] + t["val"]["passages"])
+    train = " ".join(t["train"]["queries"] + t["train"]["passages"])
+    assert all(f"{a}" in val and f"{a}" not in train for a in (0, 4, 8))
+    assert all(f"{a}" in train for a in (2, 6))
+    assert {"Typed question 2?", "human question 2", "machine question 2", "It has another fact 2."} <= set(
+        t["train"]["queries"])
+    assert "Article 2 has a fact. It has another fact 2." in t["train"]["passages"]
+    with pytest.raises(KeyError, match="q9"):
+        teaching_texts(passages[:9], queries, 0.3, 0)
+
+
+@pytest.mark.train
+def test_a_student_moves_towards_its_teacher_and_keeps_its_best_epoch():
+    from rag.train.distill import distill
+    from rag.train.e5 import bert_from_e5, embeddings_numpy
+
+    e5 = read_e5()
+    tok = E5Tokenizer(e5)
+    topics = ["harbour", "castle", "river", "bridge", "market", "garden", "museum", "station", "library", "tower",
+              "school", "forest"]
+    texts = [QUERY + f"when was the {t} of the old town built" for t in topics]
+    teacher = embeddings_numpy(bert_from_e5(e5), tok, texts, 32)    # the whole model teaches its 2-layer cut
+    model, history = distill(e5, [0, 11], texts[:8], teacher[:8], texts[8:], teacher[8:], seed=0, max_epochs=3,
+                             batch_size=4, lr=1e-4, warmup_ratio=0.0, threads=1, max_tokens=32)
+    distances = [e["val_distance"] for e in history["epochs"]]
+    assert min(distances) < history["val_distance_before"]
+    assert history["best_epoch"] == 1 + distances.index(min(distances))
+    after = embeddings_numpy(model, tok, texts[8:], 32)
+    assert abs(float((1 - (after * teacher[8:]).sum(1)).mean()) - min(distances)) < 1e-4
