@@ -8,7 +8,7 @@ Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / ma
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
 rewritten). Modes dense and hybrid_phonetic; on HeySQuAD also hybrid_phonetic's lists fused by the convex combination of
 min-max scores, weights chosen on the train half (``finetune.convex_weight_grid``, `rag.train.evaluate.convex_hybrid`),
-for the packaged MiniLM and the two fine-tuned e5s, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
+for the packaged MiniLM and the 12-layer fine-tuned e5, on the raw transcripts and as the voice chain rewrites them (``rewrite``). Also one query's embedding time (ms, p50 / p95 over the clinic
 questions, 5 rounds of each model in turn: `timing.one_query_ms`). Writes ``finetune.metrics_dir``/eval.json and eval.md.
 """
 import json
@@ -103,7 +103,7 @@ def run():
         results[key] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders[name],
                                             passage_side.get(name, embedders[name]), f["convex_weight_grid"],
                                             texts_of=texts_of)
-                        for name in ("packaged", "e5_finetuned", "e5_l6_distilled")}
+                        for name in ("packaged", "e5_finetuned")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
