@@ -22,6 +22,7 @@ import numpy as np
 from rag.retrieval.e5 import PASSAGE, QUERY, E5Embedder, E5File, E5Tokenizer
 from rag.train.e5 import bert_from_e5, encode
 from rag.train.pairs import FORMS
+from rag.train.score_distill import held_out_articles
 
 
 def dropped_words(text: str, rate: float, rng: random.Random) -> str:
@@ -42,15 +43,12 @@ def teaching_texts(passages: Sequence[Mapping], queries: Sequence[Mapping], drop
     (`rag.voice.verify.split_sentences`) and a copy of it with words dropped (`dropped_words` at ``drop_rate``,
     drawn with ``seed``); passages: the paragraphs and their sentences. Texts repeated within a role are kept once.
     The even articles in ascending order, every ``val_every``-th from the first, are the validation texts (early
-    stopping); no text of an odd article appears. Raises ValueError for val_every < 2, KeyError for a query whose
-    gold paragraph is missing."""
+    stopping; `rag.train.score_distill.held_out_articles`); no text of an odd article appears. Raises ValueError for
+    val_every < 2, KeyError for a query whose gold paragraph is missing."""
     from rag.voice.verify import split_sentences
 
-    if val_every < 2:
-        raise ValueError(f"val_every must be >= 2, got {val_every}")
+    held = held_out_articles(passages, val_every)
     article = {p["_id"]: int(p["article"]) for p in passages}
-    even = sorted({a for a in article.values() if a % 2 == 0})
-    held = set(even[::val_every])
     out = {part: {"queries": {}, "passages": {}} for part in ("train", "val")}
     rng = random.Random(seed)
     for p in sorted(passages, key=lambda p: p["_id"]):

