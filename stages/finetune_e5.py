@@ -25,7 +25,10 @@ keys over ``finetune_e5``'s: ``layers`` (e5-small cut to those of its 12 layers 
 ``metrics_file`` (default e5.json; the .md beside it) and ``objective``: ``mnrl`` (default; the pairs above) or
 ``distill`` (`rag.train.distill.distill_seeds`: the student learns the ``teacher`` encoder's vectors of the training
 half's texts, `rag.train.distill.teaching_texts` with ``drop_rate`` and ``val_every``, for up to ``max_epochs``,
-early-stopped on the held-out even articles).
+early-stopped on the held-out even articles); with ``side: queries`` (stage finetune_e5_l6_query) the student learns
+the query texts only, also ranked against the teacher's vectors of the training half's passages (``temperature``),
+and is scored with the ``teacher`` embedding the passages: the served pair is the student for the caller's question
+and the teacher for the KB, which is embedded once, offline.
 """
 import shutil
 import tempfile
@@ -62,6 +65,10 @@ def run():
     layers, objective = f.get("layers"), f.get("objective", "mnrl")
     if objective not in ("mnrl", "distill"):
         raise InputError(f"{args().params}: {variant}.objective must be mnrl or distill, got {objective!r}")
+    side = f.get("side", "both")
+    if side not in ("both", "queries") or (side == "queries" and objective != "distill"):
+        raise InputError(f"{args().params}: {variant}.side must be both, or queries with objective distill; got "
+                         f"{side!r} with {objective!r}")
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
     split = article_split(passages, queries)
@@ -74,7 +81,8 @@ def run():
 
         def metrics(path: Path) -> dict:
             e = E5Embedder(path, e5, threads=f["threads"])
-            return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(e, "passage"))
+            passage_side = E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"]) if side == "queries" else e
+            return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(passage_side, "passage"))
 
         def scored(model, name: str, kinds=SERVABLE) -> dict:
             fp32 = work / f"{name}.fp32.onnx"
@@ -118,14 +126,18 @@ def run():
                               "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's "
                                      f"vectors (training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
     results["mean_std"] = mean_std(results["models"], kind)
-    keys = ("max_epochs", "teacher", "drop_rate", "val_every") if objective == "distill" else ("epochs", "scale")
+    keys = (("max_epochs", "teacher", "drop_rate", "val_every", *(("side", "temperature") if side == "queries" else ()))
+            if objective == "distill" else ("epochs", "scale"))
     results["settings"] = {k: f[k] for k in ("seeds", *keys, "batch_size", "lr", "warmup_ratio", "weight_decay",
                                              "max_tokens", "threads", "min_fidelity")}
     results["settings"]["objective"] = objective
     if layers is not None:
         results["settings"]["layers"] = layers
     start = package_file()
-    taught = (f"taught by {f['teacher']} (its vectors of the even articles' questions, paragraphs, sentences and "
+    taught = (f"taught by {f['teacher']} (its vectors of the even articles' questions, sentences and sentences with "
+              f"words dropped, as queries, ranked against its vectors of their paragraphs and sentences; the "
+              f"passages are embedded by the teacher)" if side == "queries" else
+              f"taught by {f['teacher']} (its vectors of the even articles' questions, paragraphs, sentences and "
               f"sentences with words dropped)" if objective == "distill" else
               f"typed + human + machine ({len(rows)} pairs)")
     results["trained_on"] = (f"HeySQuAD dev-common, even articles, {taught}; start "
@@ -140,7 +152,9 @@ def run():
     before_is = ("the packaged weights, 8-bit (served as models/e5-small.onnx)" if layers is None else
                  f"the packaged weights cut to layers {layers}, untrained, 8-bit")
     write_text(metrics_dir / metrics_file.with_suffix(".md"), "multilingual-e5-small fine-tuned on English (stage "
-               f"{variant}); \"before\" is {before_is}. Weights: q = 8-bit MatMul weights, "
+               f"{variant}); \"before\" is {before_is}"
+               + (f"; queries by the student, passages by the teacher {f['teacher']}" if side == "queries" else "")
+               + ". Weights: q = 8-bit MatMul weights, "
                "half = float16-stored weights with fp32 arithmetic; served: " + kind + ". Fidelity (mean cosine to the "
                "fp32 export's vectors, training half's questions and paragraphs): " + "; ".join(
                    f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in SERVABLE)

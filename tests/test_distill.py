@@ -72,3 +72,39 @@ def test_a_student_moves_towards_its_teacher_and_keeps_its_best_epoch():
     assert history["best_epoch"] == 1 + distances.index(min(distances))
     after = embeddings_numpy(model, tok, texts[8:], 32)
     assert abs(float((1 - (after * teacher[8:]).sum(1)).mean()) - min(distances)) < 1e-4
+
+
+def test_distill_seeds_name_an_unknown_side():
+    from rag.train.distill import distill_seeds
+
+    with pytest.raises(ValueError, match="side must be 'both' or 'queries'"):
+        distill_seeds(None, None, {}, {"side": "passages"}, None, "test")
+
+
+@pytest.mark.train
+def test_a_query_student_learns_how_its_teacher_ranks_fixed_passages():
+    from rag.retrieval.e5 import PASSAGE
+    from rag.train.distill import distill
+    from rag.train.e5 import bert_from_e5, embeddings_numpy
+
+    e5 = read_e5()
+    tok = E5Tokenizer(e5)
+    topics = ["harbour", "castle", "river", "bridge", "market", "garden", "museum", "station", "library", "tower",
+              "school", "forest"]
+    whole = bert_from_e5(e5)
+    queries = embeddings_numpy(whole, tok, [QUERY + f"when was the {t} built" for t in topics], 32)
+    passages = embeddings_numpy(whole, tok, [PASSAGE + f"The {t} was built in {1700 + 9 * i}." for i, t in
+                                             enumerate(topics)], 32)
+    texts = [QUERY + f"when was the {t} built" for t in topics]
+
+    def agreement(model):   # how often the student's query ranks the teacher's passages as the teacher does, top 1
+        student = embeddings_numpy(model, tok, texts[8:], 32)
+        return float(np.mean((student @ passages.T).argmax(1) == (queries[8:] @ passages.T).argmax(1)))
+
+    model, history = distill(e5, [0, 11], texts[:8], queries[:8], texts[8:], queries[8:], seed=0, max_epochs=3,
+                             batch_size=4, lr=1e-4, warmup_ratio=0.0, threads=1, max_tokens=32,
+                             passage_targets=passages)
+    distances = [e["val_distance"] for e in history["epochs"]]
+    assert min(distances) < history["val_distance_before"]
+    assert history["best_epoch"] == 1 + distances.index(min(distances))
+    assert agreement(model) >= agreement(bert_from_e5(e5, [0, 11]))

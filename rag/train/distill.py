@@ -91,7 +91,8 @@ def length_batches(lengths: Sequence[int], batch_size: int, seed: int | str, poo
 def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np.ndarray,
             val_texts: Sequence[str], val_targets: np.ndarray, seed: int, max_epochs: int = 10,
             batch_size: int = 32, lr: float = 1e-4, warmup_ratio: float = 0.1, weight_decay: float = 0.01,
-            threads: int = 2, max_tokens: int = 512):
+            threads: int = 2, max_tokens: int = 512, passage_targets: np.ndarray | None = None,
+            temperature: float = 0.01):
     """Train e5-small cut to ``layers`` so that its mean-pooled unit vector of each (already prefixed) text in
     ``texts`` matches the row of ``targets`` ((n, 384) float32 unit rows: the teacher's vectors of the same texts),
     minimising the mean cosine distance; AdamW, linear warm-up over ``warmup_ratio`` of all ``max_epochs``' steps then
@@ -99,6 +100,13 @@ def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np
     epoch the mean cosine distance on ``val_texts`` / ``val_targets`` is measured; the returned model (eval mode) is
     the one after the epoch with the lowest (the first such epoch on ties). Texts are cut to one window of
     ``max_tokens`` tokens; give texts that fit, or the teacher saw more than the student.
+
+    ``passage_targets`` ((m, 384) float32 unit rows: the teacher's vectors of passages; query-side distillation, Wang
+    et al. 2023, "Query Encoder Distillation via Embedding Alignment is a Strong Baseline Method to Boost Dense
+    Retriever Online Efficiency"): each text's loss adds the KL divergence from the teacher's softmax over the
+    passages (its cosines / ``temperature``) to the student's, so the student is taught how the teacher *ranks*
+    these fixed passage vectors, not only where its vector lies; the served pair is then the student for queries
+    and the teacher for passages.
 
     Returns ``(model, {"epochs": [{"epoch", "train_distance", "val_distance", "seconds"}], "best_epoch",
     "val_distance_before"})``. Raises ValueError for no texts, no validation texts, row counts that differ from the
@@ -118,6 +126,15 @@ def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np
     lengths = [len(ids) for ids in tokenizer.content_ids(list(texts))]
     target = torch.from_numpy(np.asarray(targets, dtype=np.float32))
     val_target = torch.from_numpy(np.asarray(val_targets, dtype=np.float32))
+    ranked = None if passage_targets is None else torch.from_numpy(np.asarray(passage_targets, np.float32)).T
+
+    def loss_of(out, goal):
+        loss = (1 - (out * goal).sum(1)).mean()
+        if ranked is not None:
+            loss = loss + torch.nn.functional.kl_div(torch.log_softmax(out @ ranked / temperature, 1),
+                                                     torch.log_softmax(goal @ ranked / temperature, 1),
+                                                     reduction="batchmean", log_target=True)
+        return loss
 
     def val_distance() -> float:
         model.eval()
@@ -142,7 +159,7 @@ def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np
         losses = []
         for batch in plan:
             out = encode(model, tokenizer, [texts[i] for i in batch], max_tokens)
-            loss = (1 - (out * target[batch]).sum(1)).mean()
+            loss = loss_of(out, target[batch])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
@@ -180,18 +197,29 @@ def distill_seeds(e5: E5File, teacher: E5Embedder, texts: Mapping[str, Mapping[s
     """One `distill` student per seed in ``settings["seeds"]`` (with its ``layers``, ``max_epochs``, ``batch_size``,
     ``lr``, ``warmup_ratio``, ``weight_decay``, ``threads``, ``max_tokens``), taught by ``teacher`` on
     ``texts["train"]`` and stopped early on ``texts["val"]`` (`teaching_texts`' shape), each passed to
-    ``scored(model, "seed{n}")`` before the next is trained. Returns ``[{"seed", "texts", "val_texts", "dropped",
-    "train_s", "history", **scored}]``. Raises KeyError naming a missing setting."""
-    train, train_targets, dropped = prefixed_with_targets(teacher, texts["train"], settings["max_tokens"])
-    val, val_targets, val_dropped = prefixed_with_targets(teacher, texts["val"], settings["max_tokens"])
+    ``scored(model, "seed{n}")`` before the next is trained. With ``settings["side"]`` "queries" (default "both")
+    the student learns the query texts only, ranked against the teacher's vectors of the training passages
+    (`distill`'s ``passage_targets``, at ``settings["temperature"]``). Returns ``[{"seed", "texts", "val_texts",
+    "dropped", "train_s", "history", **scored}]``. Raises KeyError naming a missing setting, ValueError for another
+    side."""
+    side = settings.get("side", "both")
+    if side not in ("both", "queries"):
+        raise ValueError(f"side must be 'both' or 'queries', got {side!r}")
+    parts, passages = texts, None
+    if side == "queries":
+        parts = {name: {"queries": part["queries"], "passages": []} for name, part in texts.items()}
+        passages = teacher.embed_passages(texts["train"]["passages"])
+    train, train_targets, dropped = prefixed_with_targets(teacher, parts["train"], settings["max_tokens"])
+    val, val_targets, val_dropped = prefixed_with_targets(teacher, parts["val"], settings["max_tokens"])
     out = []
     for seed in settings["seeds"]:
         t0 = time.perf_counter()
-        print(f"{log}: seed {seed}: {len(train)} teaching texts, {len(val)} validation texts", flush=True)
+        print(f"{log}: seed {seed}: {len(train)} teaching texts, {len(val)} validation texts"
+              + (f", ranked against {len(passages)} passages" if passages is not None else ""), flush=True)
         model, history = distill(e5, settings["layers"], train, train_targets, val, val_targets, seed,
                                  settings["max_epochs"], settings["batch_size"], settings["lr"],
                                  settings["warmup_ratio"], settings["weight_decay"], settings["threads"],
-                                 settings["max_tokens"])
+                                 settings["max_tokens"], passages, settings.get("temperature", 0.01))
         out.append({"seed": seed, "texts": len(train), "val_texts": len(val), "dropped": dropped + val_dropped,
                     "train_s": round(time.perf_counter() - t0, 1), "history": history,
                     **scored(model, f"seed{seed}")})
