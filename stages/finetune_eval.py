@@ -1,8 +1,10 @@
 """Stage finetune_eval (issue 14): the committed fine-tuned MiniLM (``finetune.model``, stage finetune) against the
 packaged all-MiniLM-L6-v2, and both against multilingual-e5-small: the packaged weights (`rag.retrieval.e5.BASE_MODEL`)
 and the committed English fine-tunes (``finetune_e5.model``, stage finetune_e5; ``finetune_e5_l6_distilled.model``,
-e5-small cut to 6 of its 12 layers and taught by the former, stage finetune_e5_l6_distilled); all served by onnxruntime with no
-PyTorch. Each committed encoder is checked against the sha256 its training stage recorded.
+e5-small cut to 6 of its 12 layers and taught by the former, stage finetune_e5_l6_distilled) and MiniLM taught to rank as
+the 12-layer fine-tune does (``finetune_score_distill.model``, stage finetune_score_distill), and the 6-layer cut taught
+the 12-layer fine-tune's query vectors (``finetune_e5_l6_query.model``, stage finetune_e5_l6_query), served for the
+questions with the 12-layer fine-tune embedding the passages; all served by onnxruntime with no PyTorch. Each committed encoder is checked against the sha256 its training stage recorded.
 
 Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
@@ -79,18 +81,28 @@ def run():
     path, shipped = committed(p, "finetune", "train.json")
     e5_path, e5_shipped = committed(p, "finetune_e5", "e5.json")
     l6_path, l6_shipped = committed(p, "finetune_e5_l6_distilled", p["finetune_e5_l6_distilled"]["metrics_file"])
+    sd_path, sd_shipped = committed(p, "finetune_score_distill", "score_distill.json")
+    lq_path, lq_shipped = committed(p, "finetune_e5_l6_query", p["finetune_e5_l6_query"]["metrics_file"])
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
     e5_tuned = E5Embedder(e5_path, e5.e5, threads=f["threads"])
     l6_tuned = E5Embedder(l6_path, e5.e5, threads=f["threads"])
+    l6_query = E5Embedder(lq_path, e5.e5, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
                  "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=shipped["sha256"]),
                  "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query"),
-                 "e5_l6_distilled": E5Side(l6_tuned, "query")}
+                 "e5_l6_distilled": E5Side(l6_tuned, "query"),
+                 "score_distilled": MiniLMEmbedder(threads=f["threads"], model=sd_path, sha256=sd_shipped["sha256"]),
+                 "e5_l6_query": E5Side(l6_query, "query")}
     passage_side = {"e5": E5Side(e5, "passage"), "e5_finetuned": E5Side(e5_tuned, "passage"),
-                    "e5_l6_distilled": E5Side(l6_tuned, "passage")}  # MiniLM: both alike
+                    "e5_l6_distilled": E5Side(l6_tuned, "passage"),
+                    "e5_l6_query": E5Side(e5_tuned, "passage")}  # MiniLM: both alike; the query student: its teacher
     results = {"model": f["model"], "sha256": shipped["sha256"], "seed": shipped["seed"],
                "e5_model": e5_shipped["path"], "e5_sha256": e5_shipped["sha256"], "e5_seed": e5_shipped["seed"],
                "e5_l6_model": l6_shipped["path"], "e5_l6_sha256": l6_shipped["sha256"], "e5_l6_seed": l6_shipped["seed"],
+               "score_distilled_model": sd_shipped["path"], "score_distilled_sha256": sd_shipped["sha256"],
+               "score_distilled_seed": sd_shipped["seed"],
+               "e5_l6_query_model": lq_shipped["path"], "e5_l6_query_sha256": lq_shipped["sha256"],
+               "e5_l6_query_seed": lq_shipped["seed"],
                "sets": {}}
     for name, e in embedders.items():
         pe = passage_side.get(name, e)
@@ -103,7 +115,7 @@ def run():
         results[key] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders[name],
                                             passage_side.get(name, embedders[name]), f["convex_weight_grid"],
                                             texts_of=texts_of)
-                        for name in ("packaged", "e5_finetuned")}
+                        for name in ("packaged", "e5_finetuned", "e5_l6_query")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -112,7 +124,8 @@ def run():
 
 
 NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small", "e5_finetuned": "e5 fine-tuned",
-         "e5_l6_distilled": "e5 6-layer distilled"}
+         "e5_l6_distilled": "e5 6-layer distilled", "score_distilled": "MiniLM ranking-distilled",
+         "e5_l6_query": "e5 6-layer query student"}
 
 
 def markdown(r) -> str:
@@ -132,7 +145,9 @@ def markdown(r) -> str:
     return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
             f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}; cut to 6 layers and "
             f"distilled from it, "
-            f"`{r['e5_l6_model']}`, seed {r['e5_l6_seed']}). Query embedding p50 "
+            f"`{r['e5_l6_model']}`, seed {r['e5_l6_seed']}); MiniLM taught to rank as it does, `{r['score_distilled_model']}`, "
+            f"seed {r['score_distilled_seed']}; the 6-layer cut taught its query vectors, `{r['e5_l6_query_model']}`, "
+            f"seed {r['e5_l6_query_seed']}, questions only: its passages are the 12-layer fine-tune's). Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run: 5 rounds, each model all clinic questions in turn).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
                               *(f"R@1 {label}" for label in NAMES.values())], rows)
