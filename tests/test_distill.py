@@ -54,6 +54,10 @@ def test_teaching_texts_hold_no_text_of_an_odd_article_and_hold_out_whole_articl
         teaching_texts(passages[:9], queries, 0.3, 0)
 
 
+TOPICS = ["harbour", "castle", "river", "bridge", "market", "garden", "museum", "station", "library", "tower", "school",
+          "forest"]   # 8 teach, 4 validate (the two `train` tests below)
+
+
 @pytest.mark.train
 def test_a_student_moves_towards_its_teacher_and_keeps_its_best_epoch():
     from rag.train.distill import distill
@@ -61,9 +65,7 @@ def test_a_student_moves_towards_its_teacher_and_keeps_its_best_epoch():
 
     e5 = read_e5()
     tok = E5Tokenizer(e5)
-    topics = ["harbour", "castle", "river", "bridge", "market", "garden", "museum", "station", "library", "tower",
-              "school", "forest"]
-    texts = [QUERY + f"when was the {t} of the old town built" for t in topics]
+    texts = [QUERY + f"when was the {t} of the old town built" for t in TOPICS]
     teacher = embeddings_numpy(bert_from_e5(e5), tok, texts, 32)    # the whole model teaches its 2-layer cut
     model, history = distill(e5, [0, 11], texts[:8], teacher[:8], texts[8:], teacher[8:], seed=0, max_epochs=3,
                              batch_size=4, lr=1e-4, warmup_ratio=0.0, threads=1, max_tokens=32)
@@ -89,13 +91,11 @@ def test_a_query_student_learns_how_its_teacher_ranks_fixed_passages():
 
     e5 = read_e5()
     tok = E5Tokenizer(e5)
-    topics = ["harbour", "castle", "river", "bridge", "market", "garden", "museum", "station", "library", "tower",
-              "school", "forest"]
     whole = bert_from_e5(e5)
-    queries = embeddings_numpy(whole, tok, [QUERY + f"when was the {t} built" for t in topics], 32)
+    texts = [QUERY + f"when was the {t} built" for t in TOPICS]
+    queries = embeddings_numpy(whole, tok, texts, 32)
     passages = embeddings_numpy(whole, tok, [PASSAGE + f"The {t} was built in {1700 + 9 * i}." for i, t in
-                                             enumerate(topics)], 32)
-    texts = [QUERY + f"when was the {t} built" for t in topics]
+                                             enumerate(TOPICS)], 32)
 
     def agreement(model):   # how often the student's query ranks the teacher's passages as the teacher does, top 1
         student = embeddings_numpy(model, tok, texts[8:], 32)
