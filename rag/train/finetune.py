@@ -110,7 +110,10 @@ def _student(seed: int, epochs: int, batch_size: int, lr: float, warmup_ratio: f
              work_dir: str | Path, **arguments):
     """``(SentenceTransformer of the packaged start weights, SentenceTransformerTrainingArguments)``: seeded, CPU,
     ``threads`` torch threads, no reports; ``arguments`` add to or override the training arguments (checkpoints
-    are written only when they ask for them, in ``work_dir``)."""
+    are written only when they ask for them, in ``work_dir``). The warm-up is ``warmup_ratio`` of all steps
+    (transformers 5 takes a ratio as a float ``warmup_steps`` under 1; its ``warmup_ratio`` is deprecated)."""
+    if not 0 <= warmup_ratio < 1:
+        raise ValueError(f"warmup_ratio must be in [0, 1), got {warmup_ratio}")
     import torch
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainingArguments
 
@@ -120,7 +123,7 @@ def _student(seed: int, epochs: int, batch_size: int, lr: float, warmup_ratio: f
     model.max_seq_length = max_tokens
     args = SentenceTransformerTrainingArguments(**{
         "output_dir": str(work_dir), "num_train_epochs": epochs, "per_device_train_batch_size": batch_size,
-        "learning_rate": lr, "warmup_ratio": warmup_ratio, "seed": seed, "data_seed": seed, "save_strategy": "no",
+        "learning_rate": lr, "warmup_steps": warmup_ratio, "seed": seed, "data_seed": seed, "save_strategy": "no",
         "report_to": [], "logging_steps": 10, "use_cpu": True, "dataloader_num_workers": 0, "disable_tqdm": False,
         **arguments})
     return model, args
