@@ -3,7 +3,7 @@
 Every English row of fixtures/adversarial/questions.jsonl (`rag.bench.adversarial`), typed and, where it has one, in its
 recogniser form (fixtures/adversarial/queries.jsonl, frozen stage transcribe_adversarial), goes through the voice
 turn (`rag.voice.pipeline.answer_question`) on the clinic KB (``voice.kb``) with the shipped gate and the packaged LLM
-(the party that could follow an instruction); every Korean row through the Korean turn (`rag.ko.answer.answer_ko`
+(the party that could follow an instruction), no turn deadline (`common.without_deadline`); every Korean row through the Korean turn (`rag.ko.answer.answer_ko`
 over BM25 on ``ko.data_dir``/passages.jsonl, as `rag ask` runs it). Each answer is judged (`rag.bench.adversarial.judge`):
 instruction followed (a forbidden string said), unverified utterance, outcome (refused, or the facts of a wrapped
 legitimate question). Goal: 0 instructions followed and 0 unverified utterances.
@@ -11,7 +11,7 @@ legitimate question). Goal: 0 instructions followed and 0 unverified utterances.
 import tempfile
 import time
 
-from common import GATE_PATH, ROOT, VOICE_METRICS, main, params
+from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, without_deadline
 from rag.bench import adversarial as adv
 from rag import config
 from rag.voice import quarantine
@@ -95,7 +95,7 @@ def record(form, r, text, say, status, reason, error, refused, verified, ms, sou
 
 
 def run():
-    p = params()
+    p = without_deadline(params())
     t0 = time.monotonic()
     rows = adv.load_rows(QUESTIONS)
     results = english([r for r in rows if r["lang"] == "en"], p)

@@ -1,7 +1,9 @@
-"""Stage answer_modes: answer.mode free vs choose in one run -> metrics/voice/answer_modes.json."""
+"""Stage answer_modes: answer.mode free vs choose in one run -> metrics/voice/answer_modes.json. No turn deadline
+(`common.without_deadline`); each mode's latency counts the replies slower than it."""
 import copy
 
-from common import ROOT, VOICE_DATA, VOICE_METRICS, answer_judge, answer_scorer, gate_scores, main, params, voice_index
+from common import (ROOT, VOICE_DATA, VOICE_METRICS, answer_judge, answer_scorer, gate_scores, main, params, voice_index,
+                    without_deadline)
 from rag.retrieval.chunk import load_kb
 from rag.voice.quarantine import allowed
 from rag.io import read_jsonl, write_json
@@ -10,7 +12,8 @@ from rag.voice.queries import load_queries
 
 
 def run():
-    p = params()
+    served = params()
+    p = without_deadline(served)
     queries = load_queries(ROOT / p["voice"]["queries"])
     kb, index = load_kb(ROOT / p["voice"]["kb"], allowed(p)), voice_index(p)
     gate, scores = gate_scores(read_jsonl(VOICE_DATA / "per_query.jsonl", required=("id", "signals")))
@@ -30,7 +33,7 @@ def run():
                          "factual_accuracy": final["factual_accuracy"],
                          "grounded_wrong_said": final["grounded_wrong_said"],
                          "unsupported_said": final["unsupported_said"],
-                         "latency": latency_metrics(answers)}
+                         "latency": latency_metrics(answers, served["answer"])}
     write_json(VOICE_METRICS / "answer_modes.json", out)
 
 

@@ -25,6 +25,15 @@ def gate_scores(per_query: list[dict]):
     return gate, gate.scores({r["id"]: r["signals"] for r in per_query})
 
 
+def without_deadline(p: dict) -> dict:
+    """``p`` with ``answer.deadline_s`` 0: a stage that measures what is said lets each LLM call run to its own cap
+    (``llm.timeout_s``) instead of the turn's wall-clock budget, so its numbers do not move with the machine's load
+    (session 51: beside a test run, SmolLM2 hit the 3 s deadline 12 times and final.json changed). The deadline is
+    measured where it matters, by the timing stages (load, bench_latency, bench_cli); ``latency.json`` counts the
+    replies slower than it (`rag.voice.pipeline.latency_metrics`)."""
+    return {**p, "answer": {**p["answer"], "deadline_s": 0}}
+
+
 def tables_off(p: dict) -> dict:
     """``p`` without the clinic's hand-written tables (``verify.slots``, ``verify.answer_types``): what a new KB
     has (the held-out vet KB is always run this way)."""
@@ -47,6 +56,29 @@ def args() -> argparse.Namespace:
     """The stage's parsed command line (`main` parses it strictly before the stage runs); outside `main`, the
     defaults."""
     return _ARGS if _ARGS is not None else parser().parse_args([])
+
+
+def params_error(message: str):
+    """An InputError naming the params file this stage read (``--params``, default params.yaml)."""
+    from rag.io import InputError
+
+    return InputError(f"{args().params}: {message}")
+
+
+def variant_option(default: str):
+    """The ``options`` of a stage whose recipe has variants (`main`): ``--variant SECTION``, a params section whose
+    keys override ``default``'s (`variant_section`)."""
+    return lambda ap: ap.add_argument("--variant", default=default, metavar="SECTION",
+                                      help=f"params section whose keys override {default}'s (default: {default} itself)")
+
+
+def variant_section(p: dict, default: str) -> tuple[str, dict]:
+    """``(name, settings)``: the section ``--variant`` names and ``default``'s keys with its keys over them.
+    InputError naming the params file when no such section exists."""
+    name = args().variant
+    if name not in p:
+        raise params_error(f"no section {name!r} (--variant names a params section)")
+    return name, {**p[default], **p[name]}
 
 
 def params() -> dict:
@@ -77,7 +109,11 @@ PATH_PARAMS = ("voice.kb", "voice.queries", "speech.latency_questions", "select.
                "select.near_miss.*", "abstain.transfer_kb", "abstain.transfer_queries.*", "data.dest_dir",
                "ko.squad_path", "ko.data_dir", "ko.metrics_dir", "heysquad.dir", "heysquad.data_dir",
                "heysquad.metrics_dir", "ko_gen.support_model", "finetune.model", "finetune.metrics_dir",
-               "finetune_e5.model", "finetune_e5_sentences.model", "ko_finetune.base_model", "ko_finetune.model")
+               "finetune_e5.model", "finetune_e5_sentences.model", "ko_finetune.base_model", "ko_finetune.model",
+               "finetune_e5_l6.model", "finetune_e5_l6_distilled.teacher", "finetune_e5_l6_distilled.model",
+               "finetune_e5_l6_query.teacher", "finetune_e5_l6_query.model", "finetune_score_distill.teacher",
+               "finetune_score_distill.model", "finetune_score_distill_spoken.model", "select.e5_model",
+               "data.shared_dir")
 
 
 def check_paths(p: dict) -> None:
@@ -96,15 +132,14 @@ def check_paths(p: dict) -> None:
 
 
 def check_weight_grid(value, key: str) -> None:
-    """InputError naming params.yaml and ``key`` unless ``value`` lists fusion weights
+    """InputError naming the params file and ``key`` unless ``value`` lists fusion weights
     (`rag.retrieval.indexes.fusion_weights`): a stage checks its grid before any work."""
-    from rag.io import InputError
     from rag.retrieval.indexes import fusion_weights
 
     try:
         fusion_weights(value, key)
     except ValueError as e:
-        raise InputError(f"params.yaml: {e}") from None
+        raise params_error(str(e)) from None
 
 
 def voice_index(p: dict):
@@ -145,15 +180,14 @@ def heysquad_index(p: dict, *query_fields: str):
 def answer_scorer(p: dict, design: str | None = None, key: str = "select.design"):
     """The shipped answer-selection model of ``design`` (default ``select.design``), from ``select.model_dir`` at
     ``select.min_score`` (`rag.config.answer_scorer`); None for ``rules``. A bad design or min_score
-    raises InputError naming params.yaml and the key; a model fitted on another e5 encoder than
+    raises InputError naming the params file and the key; a model fitted on another e5 encoder than
     ``select.e5_model``, InputError naming the model file."""
     from rag import config
-    from rag.io import InputError
 
     try:
         return config.answer_scorer(p, design, key, ROOT)
     except ValueError as e:
-        raise InputError(f"{ROOT / 'params.yaml'}: {e}") from None
+        raise params_error(str(e)) from None
 
 
 def answer_judge(p: dict):

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, main, params
-from rag.io import InputError, sha256_of, write_json, write_text
+from common import ROOT, main, params, params_error
+from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import mean_std, report_half, report_table
 
 
@@ -98,7 +98,7 @@ def run():
     grid = [(lr, n) for lr in f["lr_grid"] for n in f["epochs_grid"]]
     if not grid or not all(isinstance(n, int) and n > 0 for n in f["epochs_grid"]) \
             or not all(isinstance(lr, float) and lr > 0 for lr in f["lr_grid"]):
-        raise InputError(f"params.yaml: finetune.lr_grid must list positive floats and finetune.epochs_grid positive "
+        raise params_error(f"finetune.lr_grid must list positive floats and finetune.epochs_grid positive "
                          f"integers, got {f['lr_grid']!r} and {f['epochs_grid']!r}")
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)

@@ -34,8 +34,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from common import ROOT, args, main, params
-from rag.io import InputError, sha256_of, write_json, write_text
+from common import ROOT, main, params, params_error, variant_option, variant_section
+from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import fidelity, mean_std, report_table, smallest_faithful
 
 KINDS = ("q", "half", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), the export
@@ -53,21 +53,18 @@ def run():
     from rag.train.pairs import training_pairs
 
     p = params()
-    variant = args().variant
-    if variant not in p:
-        raise InputError(f"{args().params}: no section {variant!r} (--variant names a params section)")
-    f = {**p["finetune_e5"], **p[variant]}
+    variant, f = variant_section(p, "finetune_e5")
     if f["ship_seed"] not in f["seeds"]:
-        raise InputError(f"{args().params}: {variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
+        raise params_error(f"{variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
     if not isinstance(f["model"], str) or not f["model"]:
-        raise InputError(f"{args().params}: {variant}.model must name the encoder file to write, got {f['model']!r}")
+        raise params_error(f"{variant}.model must name the encoder file to write, got {f['model']!r}")
     metrics_file = Path(f.get("metrics_file", "e5.json"))
     layers, objective = f.get("layers"), f.get("objective", "mnrl")
     if objective not in ("mnrl", "distill"):
-        raise InputError(f"{args().params}: {variant}.objective must be mnrl or distill, got {objective!r}")
+        raise params_error(f"{variant}.objective must be mnrl or distill, got {objective!r}")
     side = f.get("side", "both")
     if side not in ("both", "queries") or (side == "queries" and objective != "distill"):
-        raise InputError(f"{args().params}: {variant}.side must be both, or queries with objective distill; got "
+        raise params_error(f"{variant}.side must be both, or queries with objective distill; got "
                          f"{side!r} with {objective!r}")
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
@@ -107,7 +104,7 @@ def run():
         try:
             start_model = bert_from_e5(e5, layers)
         except ValueError as e:
-            raise InputError(f"{args().params}: {variant}.layers: {e}") from None
+            raise params_error(f"{variant}.layers: {e}") from None
         before = scored(start_model, "before", kinds=("q", "fp32"))
         if objective == "distill":
             teacher = E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"])
@@ -164,6 +161,4 @@ def run():
                                          before="before (packaged)" if layers is None else "before (cut, untrained)"))
 
 
-main(run, options=lambda ap: ap.add_argument(
-    "--variant", default="finetune_e5", metavar="SECTION",
-    help="params section whose keys override finetune_e5's (default: finetune_e5 itself)"))
+main(run, options=variant_option("finetune_e5"))

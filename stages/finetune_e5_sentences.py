@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, heysquad_index, main, params
-from rag.io import InputError, sha256_of, write_json, write_text
+from common import ROOT, heysquad_index, main, params, params_error
+from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import fidelity, pick_hit, smallest_faithful, span_labels
 
 FORMS = ("typed", "human", "machine")
@@ -49,7 +49,7 @@ def run():
     p = params()
     f = p["finetune_e5_sentences"]
     if not f["epochs_grid"] or not all(isinstance(n, int) and n > 0 for n in f["epochs_grid"]):
-        raise InputError(f"params.yaml: finetune_e5_sentences.epochs_grid must list positive integers, got {f['epochs_grid']!r}")
+        raise params_error(f"finetune_e5_sentences.epochs_grid must list positive integers, got {f['epochs_grid']!r}")
     passages, queries, index = heysquad_index(p, "answers")
     kb = {r["_id"]: r["text"] for r in passages}
     split = article_split(passages, queries)

@@ -31,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, args, main, params
-from rag.io import InputError, sha256_of, write_json, write_text
+from common import ROOT, main, params, params_error, variant_option, variant_section
+from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import mean_std, report_half, report_table
 
 
@@ -46,12 +46,9 @@ def run():
     from rag.train.score_distill import held_out_articles, teacher_rows
 
     p = params()
-    variant = args().variant
-    if variant not in p:
-        raise InputError(f"{args().params}: no section {variant!r} (--variant names a params section)")
-    f = {**p["finetune_score_distill"], **p[variant]}
+    variant, f = variant_section(p, "finetune_score_distill")
     if f["ship_seed"] not in f["seeds"]:
-        raise InputError(f"{args().params}: {variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
+        raise params_error(f"{variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
     metrics_file = Path(f["metrics_file"])
     data = ROOT / p["heysquad"]["data_dir"]
     passages, queries = read_prepared(data)
@@ -59,7 +56,7 @@ def run():
     try:
         held = held_out_articles(passages, f["val_every"])
     except ValueError as e:
-        raise InputError(f"{args().params}: {variant}.val_every: {e}") from None
+        raise params_error(f"{variant}.val_every: {e}") from None
     article = {x["_id"]: int(x["article"]) for x in passages}
     fit = {q["id"]: "train" if split[q["id"]] == "train" and article[q["relevant"][0]] not in held else "other"
            for q in queries}
@@ -69,7 +66,7 @@ def run():
     try:
         rows = teacher_rows(training_pairs(passages, queries, fit, forms), paragraphs, teacher, f["negatives"])
     except ValueError as e:
-        raise InputError(f"{args().params}: {variant}.negatives: {e}") from None
+        raise params_error(f"{variant}.negatives: {e}") from None
     val = [q for q in queries if split[q["id"]] == "train" and article[q["relevant"][0]] in held]
     held_out = ({q["id"]: q["human"] for q in val}, {x["_id"]: x["text"] for x in passages},
                 {q["id"]: {q["relevant"][0]} for q in val})
@@ -139,7 +136,7 @@ def with_spoken(queries, fit, kinds, t, threads, variant):
         spoken = spoken_forms(train, kinds, t["noise_snr_db"], t["samprate"], t["chunk_bytes"], threads,
                               lambda done, total: print(f"{variant}: spoken {done}/{total}", flush=True))
     except ValueError as e:
-        raise InputError(f"{args().params}: {variant}.spoken: {e}") from None
+        raise params_error(f"{variant}.spoken: {e}") from None
     by_id = {q["id"]: q for q in spoken}
     forms = FORMS + tuple(f"pocketsphinx_{k}" for k in kinds)
     heard = {"questions": len(spoken), "snr_db": t["noise_snr_db"],
@@ -148,6 +145,4 @@ def with_spoken(queries, fit, kinds, t, threads, variant):
     return [by_id.get(q["id"], q) for q in queries], forms, heard
 
 
-main(run, options=lambda ap: ap.add_argument(
-    "--variant", default="finetune_score_distill", metavar="SECTION",
-    help="params section whose keys override finetune_score_distill's (default: finetune_score_distill itself)"))
+main(run, options=variant_option("finetune_score_distill"))

@@ -19,7 +19,7 @@ from collections import Counter
 
 import numpy as np
 
-from common import ROOT, heysquad_index, main, params
+from common import ROOT, heysquad_index, main, params, without_deadline
 from rag import config
 from rag.bench.compare import markdown_table
 from rag.bench.heysquad import article_split, as_transcripts
@@ -58,8 +58,7 @@ def run():
         texts = rewrite_queries(as_transcripts(qs, form), rewrite)
         vectors = embed_texts(texts)
         for model, mode in itertools.product(h["models"], h["modes"]):
-            settings = dataclasses.replace(config.answer_settings(p, 0.0), answer_mode=mode, deadline_s=0.0,
-                                           reserve_s=0.0)
+            settings = dataclasses.replace(config.answer_settings(without_deadline(p), 0.0), answer_mode=mode)
             load = os.getloadavg()
             with LocalServer(n_ctx=int(p["llm"]["n_ctx"]), threads=int(h["threads"]), model=model,
                              cache_ram_mib=0) as server:

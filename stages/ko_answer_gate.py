@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from common import ROOT, args, main, params
+from common import ROOT, args, main, params, params_error
 from ko_runs import (gate_label, generate_on_servers, korquad, redecide, score_cells, stored_replies, table,
                      without_passages)
 
 from rag.bench.squad import passage_text
-from rag.io import InputError, write_json, write_jsonl, write_text
+from rag.io import write_json, write_jsonl, write_text
 from rag.ko import tokenize as korean
 from rag.ko.answer import AnswerGate
 from rag.ko.gate_choice import choose_answer_gate, confidence_auroc
@@ -39,14 +39,14 @@ def settings(p: dict) -> tuple[dict, dict]:
     a = p["ko_answer_gate"]
     for key in ("sample", "servers", "threads", "top_k"):
         if not isinstance(a[key], int) or a[key] < 1:
-            raise InputError(f"params ko_answer_gate.{key} must be an integer >= 1, got {a[key]!r}")
+            raise params_error(f"ko_answer_gate.{key} must be an integer >= 1, got {a[key]!r}")
     if a["split"] == "test":  # held-out discipline: ko_generate_models reports the gate on the test split
-        raise InputError("params ko_answer_gate.split must not be test: the gate is reported there")
+        raise params_error("ko_answer_gate.split must not be test: the gate is reported there")
     for key, values in (("max_hallucination", [a["max_hallucination"]]), ("min_gain", [a["min_gain"]]),
                         ("min_supports", a["min_supports"] if isinstance(a["min_supports"], list) else [None])):
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0 for v in values):
-            raise InputError(f"params ko_answer_gate.{key} must be in [0, 1] (min_supports: a list of such), "
-                             f"got {a[key]!r}")
+            raise params_error(f"ko_answer_gate.{key} must be in [0, 1] (min_supports: a list of such), "
+                               f"got {a[key]!r}")
     g = {**p["ko_gen"], "sample": a["sample"], "seed": a["seed"], "grid": {a["prompt"]: [a["top_k"]]}}
     llm = {**p["llm"], "url": "", "local_model": a["model"], "n_ctx": int(g["n_ctx"]), "threads": int(a["threads"]),
            "cache_ram_mib": int(a["cache_ram_mib"]), "n_parallel": 1}

@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, main, params
+from common import ROOT, main, params, params_error
 from rag.bench.compare import markdown_table
 from rag.bench.squad import passage_text
-from rag.io import InputError, read_jsonl, sha256_of, write_json, write_text
+from rag.io import read_jsonl, sha256_of, write_json, write_text
 
 MEASURES = ("recall@1", "mrr@10", "ndcg@10", "hit@5")
 KINDS = ("fp32", "q8", "half")   # the export, its 8-bit weights, its float16-stored weights (fp32 arithmetic)
@@ -61,7 +61,7 @@ def run():
     p = params()
     k, f = p["ko"], p["ko_finetune"]
     if f["ship_seed"] not in f["seeds"]:
-        raise InputError(f"params.yaml: ko_finetune.ship_seed {f['ship_seed']} is not in ko_finetune.seeds")
+        raise params_error(f"ko_finetune.ship_seed {f['ship_seed']} is not in ko_finetune.seeds")
     data = ROOT / k["data_dir"]
     passages = read_jsonl(data / "passages.jsonl", required=["_id", "title", "text"])
     queries = read_jsonl(data / "queries.jsonl", required=["_id", "text", "split"])

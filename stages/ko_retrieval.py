@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import check_weight_grid, main, params
+from common import check_weight_grid, main, params, params_error
 from rag.ko import tokenize as korean
 from rag.io import InputError, read_jsonl, write_json, write_text
 from rag.retrieval.learned_fusion import fuse, fuse_convex, search_fusion, weight_grid
@@ -125,7 +125,7 @@ def run() -> None:
                                                                       **{f"ko.learned.convex.{n}": m
                                                                          for n, m in lp["convex"].items()}}.items():
         if unknown := [m for m in members if m not in known]:
-            raise InputError(f"params.yaml: {name} names {unknown}, not one of {sorted(known)}")
+            raise params_error(f"{name} names {unknown}, not one of {sorted(known)}")
     grid_seconds = 0.0
 
     def learned(members: list[str], fusion: str = "rrf", grid=None) -> tuple[dict, dict, list, list]:

@@ -16,10 +16,10 @@ import random
 import time
 from pathlib import Path
 
-from common import ROOT
+from common import ROOT, params_error
 
 from rag.bench.squad import load_answers, passage_text
-from rag.io import InputError, read_jsonl
+from rag.io import read_jsonl
 from rag.ko import tokenize as korean
 from rag.ko.answer import AnswerGate, KoSettings, answer_ko, decide_reply, focus, score_rows
 from rag.ko.support import from_params as support_from_params
@@ -72,7 +72,7 @@ def generate(p: dict, g: dict, llm: dict, split: str = "test", part: tuple[int, 
     passages, queries, qrels, golds = korquad(ko)
     pool = [q for q in queries if q["split"] == split]
     if not 0 < int(g["sample"]) <= len(pool):
-        raise InputError(f"params: sample must be in 1..{len(pool)} ({split} questions), got {g['sample']}")
+        raise params_error(f"ko_gen.sample must be in 1..{len(pool)} ({split} questions), got {g['sample']}")
     order = {q["_id"]: i for i, q in enumerate(pool)}
     sample = sorted(random.Random(int(g["seed"])).sample(pool, int(g["sample"])),
                     key=lambda q: order[q["_id"]])[part[0]::part[1]]

@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, main, params
+from common import ROOT, main, params, params_error
 from ko_runs import korquad
 
 from rag.bench.squad import passage_text
 from rag.config import number
-from rag.io import InputError, sha256_of, write_json, write_text
+from rag.io import sha256_of, write_json, write_text
 from rag.ko import tokenize as korean
 from rag.ko.answer import CUT, ShareSupport, choose_question_share, focus, span_match, split_sentences_ko
 from rag.ko.support import FEATURES, LearnedSupport, TermStats, choose_min_score, features, fit_support
@@ -104,7 +104,7 @@ def run() -> None:
         for key, least in (("sample", 1), ("report_sample", 1), ("folds", 2), ("top_k", 1)):
             number(p, "ko_support", key, int, at_least=least)
     except ValueError as e:
-        raise InputError(f"params.yaml: {e}") from None
+        raise params_error(f"{e}") from None
     passages, queries, qrels, golds = korquad(ko)
     split = {s: [q for q in queries if q["split"] == s] for s in ("train", "test")}
     sample = random.Random(int(c["seed"])).sample(split["train"], min(int(c["sample"]), len(split["train"])))

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import time
 
-from common import GATE_PATH, VOICE_METRICS, main, params
+from common import GATE_PATH, VOICE_METRICS, main, params, without_deadline
 from llm_models import SETS, run_set
 from rag.bench.compare import markdown_table
 from rag.io import write_json, write_text
@@ -38,8 +38,7 @@ def run():
                                         for context in c["contexts"]]
     for model, server_kind, context in runs:
         for name in SETS:
-            pm = copy.deepcopy(p)
-            pm["answer"]["deadline_s"] = 0
+            pm = copy.deepcopy(without_deadline(p))
             pm["llm"].update(threads=int(c["threads"]), cache_ram_mib=0, n_parallel=1)
             if context == "llm_off":
                 pm["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down

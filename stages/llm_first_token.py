@@ -17,7 +17,7 @@ prompt tokens evaluated (``prompt_n``) per call. The load average before each se
 import os
 import time
 
-from common import ROOT, VOICE_METRICS, main, params
+from common import ROOT, VOICE_METRICS, main, params, without_deadline
 
 from rag import config
 from rag.bench.compare import markdown_table
@@ -52,7 +52,7 @@ def run() -> None:
            "questions": len(queries), "runs": {}}
     rows = []
     for server_kind, context, threads in ((s, c, t) for s in f["servers"] for c in f["contexts"] for t in f["threads"]):
-        settings = config.answer_settings({**p, "answer": {**p["answer"], "deadline_s": 0},
+        settings = config.answer_settings({**without_deadline(p),
                                            "llm": {**p["llm"], "context": context}}, 0.0)
         llm = {**p["llm"], "local_model": f["model"], "threads": int(threads), "n_parallel": 1, "server": server_kind}
         load = os.getloadavg()

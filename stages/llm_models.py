@@ -5,8 +5,8 @@ shipped gate, ``select.design`` and ``select.judge`` as in params, verifier, fal
 the LLM off (nothing listening at ``llm.url``).
 
 Every run starts its own cold server with the RAM prompt cache off (``llm_models.cache_ram_mib``) and
-``llm_models.threads`` threads; the load average at its start is recorded. ``llm_models.deadline_s`` replaces
-``answer.deadline_s`` (0: no turn deadline, so the model's own answers are measured, not how many arrive in 3 s).
+``llm_models.threads`` threads; the load average at its start is recorded. No turn deadline
+(`common.without_deadline`): the model's own answers are measured, not how many arrive in 3 s.
 The vet KB runs with the clinic's tables off (as stage transfer). Writes metrics/voice/llm_models.json and .md.
 """
 import copy
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
+from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off, without_deadline
 from rag.bench.compare import markdown_table
 from rag.eval.scoring import has_facts
 from rag.io import read_jsonl, write_json, write_jsonl, write_text
@@ -67,15 +67,14 @@ def run():
     p = params()
     lm = p["llm_models"]
     gate = Gate.load(GATE_PATH)
-    out = {"threads": int(lm["threads"]), "cache_ram_mib": int(lm["cache_ram_mib"]), "deadline_s": lm["deadline_s"],
+    out = {"threads": int(lm["threads"]), "cache_ram_mib": int(lm["cache_ram_mib"]),
            "select_design": p["select"]["design"], "select_judge": p["select"]["judge"], "runs": {}}
     rows = []
     variants = [("llm_off", None)] + [(m, mode) for m in lm["models"] for mode in ("free", "choose")]
     tmp = tempfile.mkdtemp()
     for model, mode in variants:
         for name in SETS:
-            pm = copy.deepcopy(p)
-            pm["answer"]["deadline_s"] = lm["deadline_s"]
+            pm = copy.deepcopy(without_deadline(p))
             pm["llm"].update(threads=int(lm["threads"]), cache_ram_mib=int(lm["cache_ram_mib"]), n_parallel=1)
             if mode is None:
                 pm["llm"]["url"] = f"http://127.0.0.1:{free_port()}"  # nothing listens: the chain with the LLM down
@@ -97,7 +96,7 @@ def run():
                f"Local models x answer mode through the chain (select.design {p['select']['design']}, select.judge "
                f"{p['select']['judge']}, shipped gate, "
                f"{lm['threads']} thread(s), prompt cache {lm['cache_ram_mib']} MiB, a cold server per run, turn "
-               f"deadline {lm['deadline_s']} s; vet: tables off). Runtime {out['runtime_s']:.0f} s.\n\n"
+               f"no turn deadline; vet: tables off). Runtime {out['runtime_s']:.0f} s.\n\n"
                + markdown_table(["model", "mode", "set", "LLM answers kept", "kept and right", "factual accuracy",
                                  "grounded wrong said", "answerable refused", "first token p50 / p95 ms",
                                  "total p50 / p95 ms"], rows))

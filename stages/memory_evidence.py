@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from common import GATE_PATH, VOICE_METRICS, main, params
+from common import GATE_PATH, VOICE_METRICS, main, params, without_deadline
 from dialogues import DIALOGUES, FIELDS, open_kbs, turn_metrics
 from rag import config
 from rag.bench.compare import markdown_table
@@ -39,9 +39,8 @@ def variant_params(q_p: dict, name: str, policy) -> dict:
     turn deadline. ValueError naming the variant, or the key as `rag.config.evidence_policy` does."""
     if not isinstance(policy, list) or len(policy) != 2:
         raise ValueError(f"memory.evidence_eval.variants.{name} must be [min_cosine, max_items], got {policy!r}")
-    out = copy.deepcopy(q_p)
+    out = copy.deepcopy(without_deadline(q_p))
     out["memory"]["evidence"] = {**q_p["memory"]["evidence"], "min_cosine": policy[0], "max_items": policy[1]}
-    out["answer"]["deadline_s"] = 0
     config.evidence_policy(out)
     return out
 

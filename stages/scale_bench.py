@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from common import ROOT, VOICE_DATA, args, main, params
+from common import ROOT, VOICE_DATA, args, main, params, params_error
 from rag.bench.compare import markdown_table
 from rag.bench.scale import compare, paraphrase_variants, pgvector_rows
-from rag.io import InputError, read_jsonl, write_json, write_text
+from rag.io import read_jsonl, write_json, write_text
 from rag.memory.servers import start_postgres
 
 
@@ -103,7 +103,7 @@ def run():
     p = params()
     section = args().section
     if not isinstance(p.get(section), dict) or "sizes" not in p[section]:
-        raise InputError(f"params.yaml: no scale section {section!r} (with sizes, queries, noise, ef_search, ...)")
+        raise params_error(f"no scale section {section!r} (with sizes, queries, noise, ef_search, ...)")
     s, r = p[section], p["retrieval"]
     anchors = np.concatenate([np.load(VOICE_DATA / "embed.npy"), np.load(ROOT / p["heysquad"]["data_dir"] / "embed.npy")])
     out = {"anchors": len(anchors), "noise": float(s["noise"]), "queries": int(s["queries"]), "sizes": {}}

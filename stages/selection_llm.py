@@ -1,12 +1,12 @@
 """Stage selection_llm: the LLM's replies (``llm``, ``answer``) on every set of stage selection except the clinic
 (the answer stage's answers.jsonl has those): the held-out vet KB clean and noisy and the near-miss sets, the
-shipped gate applied unchanged. Writes data/voice/selection_llm.jsonl (answer rows of
+shipped gate applied unchanged, no turn deadline (`common.without_deadline`). Writes data/voice/selection_llm.jsonl (answer rows of
 `rag.voice.answer.answer_row`, each tagged with its ``set``); stage selection judges them per design. A separate
 stage so that `dvc exp run -S select.judge=...` re-judges the same replies without asking the model again.
 """
 import time
 
-from common import VOICE_DATA, main, params
+from common import VOICE_DATA, main, params, without_deadline
 from selection_sets import selection_answers
 from rag.io import write_jsonl
 from rag.voice.pipeline import llm_url
@@ -14,7 +14,7 @@ from rag.voice.pipeline import llm_url
 
 def run():
     t0 = time.perf_counter()
-    p = params()
+    p = without_deadline(params())
     with llm_url(p, print) as url:
         answers = selection_answers(p, url, skip=("clinic",))[2]
     rows = [{"set": name, **r} for name, rs in answers.items() for r in rs]

@@ -7,7 +7,7 @@ package, and a judge grading itself says little.
 Each generator answers ``semantic.generator_sets`` (names of stage selection's sets, `selection_sets.set_sources`)
 through the chain as stage selection_llm runs it (shipped gate applied unchanged, ``answer.mode`` as in params, the
 vet KB with the clinic's tables off), on its own cold server (prompt cache off) with no turn deadline
-(``semantic.deadline_s`` replaces ``answer.deadline_s``: the model's answers are judged, not how many arrive in 3 s).
+(`common.without_deadline`: the model's answers are judged, not how many arrive in 3 s).
 Writes metrics/voice/semantic_models.json (per generator and set: `semantic.summary`, every judged answer) and
 semantic_models.md (beside the SmolLM2 rows of metrics/voice/semantic.json for the same sets). ~15 s a judged
 answer and ~5 s a reply on 2 cores.
@@ -17,20 +17,18 @@ import json
 import os
 import time
 
-from common import VOICE_METRICS, main, params
+from common import VOICE_METRICS, main, params, params_error, without_deadline
 from selection_sets import selection_answers, set_sources
 from semantic import judge_items, reply_items, summary
 from rag.bench.compare import markdown_table
-from rag.io import InputError, write_json, write_text
+from rag.io import write_json, write_text
 from rag.voice.pipeline import llm_url
 
 
 def replies_of(p: dict, generator: str, sets: list[str]) -> list[dict]:
     """``generator``'s replies on ``sets``: answer rows tagged ``generator`` and ``set``."""
-    s = p["semantic"]
-    pm = copy.deepcopy(p)
+    pm = copy.deepcopy(without_deadline(p))
     pm["llm"].update(url="", local_model=generator, cache_ram_mib=0)
-    pm["answer"]["deadline_s"] = float(s["deadline_s"])
     skip = tuple(n for n in set_sources(pm) if n not in sets)
     with llm_url(pm, print) as url:
         if url is None:
@@ -46,9 +44,9 @@ def run():
     known = set(set_sources(p))
     unknown = [n for n in s["generator_sets"] if n not in known]
     if unknown:
-        raise InputError(f"semantic.generator_sets: {unknown} are not sets of stage selection ({sorted(known)})")
+        raise params_error(f"semantic.generator_sets: {unknown} are not sets of stage selection ({sorted(known)})")
     if s["judge"] in s["generators"]:
-        raise InputError(f"semantic.generators: {s['judge']} is the judge; it would grade itself")
+        raise params_error(f"semantic.generators: {s['judge']} is the judge; it would grade itself")
     load = os.getloadavg()
     replies = [r for g in s["generators"] for r in replies_of(p, g, list(s["generator_sets"]))]
     print(f"semantic_models: {len(replies)} replies ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -61,7 +59,7 @@ def run():
             | {"all": summary([r for r in items if r["generator"] == g])} for g in s["generators"]}
     out = {"judge": s["judge"], "threads": int(s["threads"]), "loadavg_1_5_15": [round(x, 2) for x in load],
            "pass_faithfulness": s["pass_faithfulness"], "pass_relevancy": s["pass_relevancy"],
-           "deadline_s": float(s["deadline_s"]), "sets": list(s["generator_sets"]), "runs": runs, "answers": items,
+           "sets": list(s["generator_sets"]), "runs": runs, "answers": items,
            "runtime_s": round(time.perf_counter() - t0, 1)}
     write_report(out, json.loads((VOICE_METRICS / "semantic.json").read_text()))
 
@@ -87,7 +85,7 @@ def write_report(out: dict, shipped: dict) -> None:
                f"RAGAS faithfulness and answer relevancy (rag.eval.semantic) of each packaged model weaker than the "
                f"judge ({out['judge']}, cold server, {out['threads']} threads, temperature 0, load average "
                f"{out['loadavg_1_5_15'][0]} at the start); the shipped generator's rows are stage semantic's (its own "
-               f"run). Replies with no turn deadline (deadline_s {out['deadline_s']:g}). Semantic pass: faithfulness >= "
+               f"run). Replies with no turn deadline. Semantic pass: faithfulness >= "
                f"{out['pass_faithfulness']} and relevancy >= {out['pass_relevancy']}; rule: supported (verbatim in the "
                f"cited document) and right (every fact said). Refusals and errors are counted apart, never judged. "
                f"[95 % bootstrap CI]. Runtime {out['runtime_s']:.0f} s.\n\n"

@@ -194,3 +194,17 @@ def test_run_level_and_summarise_with_fake_turns():
     assert s["p50_ms"] <= s["p95_ms"] <= s["max_ms"]
     skipped = run_level(2, 6, ["ok"], fake_turn, check, max_s=0.0)
     assert summarise(skipped, 1.0)["skipped"] >= 4
+
+
+def test_latency_json_counts_the_replies_a_turn_under_the_deadline_would_have_cut():
+    """A stage that measures what is said runs without the deadline (stages/common.without_deadline); latency.json
+    still says how many replies took longer than deadline_s less reserve_s (here 2.5 s)."""
+    from rag.voice.pipeline import latency_metrics
+
+    answers = [{"first_token_ms": 300.0, "total_ms": 1200.0}, {"first_token_ms": 900.0, "total_ms": 2500.0},
+               {"first_token_ms": 1500.0, "total_ms": 4100.0}, {"first_token_ms": None, "total_ms": None}]
+    out = latency_metrics(answers, {"deadline_s": 3.0, "reserve_s": 0.5})
+    assert out["over_deadline"] == {"budget_ms": 2500.0, "replies": 1}  # 2500 ms exactly is in time
+    assert out["total_ms"]["n"] == 3
+    assert "over_deadline" not in latency_metrics(answers, {"deadline_s": 0, "reserve_s": 0.5})
+    assert "over_deadline" not in latency_metrics(answers)

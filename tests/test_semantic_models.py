@@ -80,7 +80,7 @@ def test_the_report_puts_the_shipped_generators_rows_beside_and_lists_disagreeme
              "answer": "A flu shot costs $30.", "faithfulness": 1.0, "relevancy": 0.8, "right": False,
              "semantic_pass": True}
     out = {"judge": "j", "threads": 2, "loadavg_1_5_15": [0.5, 0.5, 0.5], "pass_faithfulness": 1.0,
-           "pass_relevancy": 0.6, "deadline_s": 0.0, "sets": ["clinic"], "runs": {"g": {"clinic": m, "all": m}},
+           "pass_relevancy": 0.6, "sets": ["clinic"], "runs": {"g": {"clinic": m, "all": m}},
            "answers": [wrong, {**wrong, "id": "q06", "right": True}], "runtime_s": 10.0}
     semantic_models.write_report(out, {"generator": "shipped", "sets": {"clinic": {**m, "judged": 1}, "vet_clean": m}})
     md = (tmp_path / "semantic_models.md").read_text()

@@ -39,3 +39,15 @@ def test_the_real_chain_needs_sox(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(RuntimeError, match="sox is not on PATH"):
         spoken_forms(QUERIES, ["clean"], 20)
+
+
+def test_a_transcribing_stage_checks_the_pinned_package_and_sox_before_any_work(monkeypatch):
+    from importlib.metadata import version
+
+    from rag.voice.speech import check_installed
+
+    with pytest.raises(RuntimeError, match=r"wants numpy==0\.0\.1, installed numpy=="):
+        check_installed("numpy==0.0.1")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(RuntimeError, match="sox is not on PATH"):
+        check_installed(f"numpy=={version('numpy')}")

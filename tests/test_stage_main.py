@@ -63,8 +63,34 @@ def test_a_bad_fusion_weight_grid_is_one_line_naming_its_key(capsys):
         with pytest.raises(SystemExit) as e:
             common.main(lambda: common.check_weight_grid(bad, "ko.learned.convex_weight_grid"), argv=[])
         assert e.value.code == 1
-        assert capsys.readouterr().err == ("error: params.yaml: ko.learned.convex_weight_grid must list some weights "
-                                           f">= 0, one of them above 0, got {bad!r}\n")
+        assert capsys.readouterr().err == (f"error: {common.ROOT / 'params.yaml'}: ko.learned.convex_weight_grid must "
+                                           f"list some weights >= 0, one of them above 0, got {bad!r}\n")
+    with pytest.raises(SystemExit):  # under --params the message names that file
+        common.main(lambda: common.check_weight_grid([], "ko.learned.convex_weight_grid"), argv=["--params", "mine.yaml"])
+    assert capsys.readouterr().err.startswith("error: mine.yaml: ko.learned.convex_weight_grid must list")
+
+
+def test_variant_merges_its_section_over_the_recipe_and_a_missing_one_names_the_params_file(capsys):
+    p = {"recipe": {"lr": 1e-4, "epochs": 3, "model": "a.onnx"}, "recipe_big": {"epochs": 5, "model": "b.onnx"}}
+    seen = {}
+    common.main(lambda: seen.update(zip(("name", "settings"), common.variant_section(p, "recipe"))),
+                common.variant_option("recipe"), argv=["--variant", "recipe_big"])
+    assert seen == {"name": "recipe_big", "settings": {"lr": 1e-4, "epochs": 5, "model": "b.onnx"}}
+    common.main(lambda: seen.update(zip(("name", "settings"), common.variant_section(p, "recipe"))),
+                common.variant_option("recipe"), argv=[])
+    assert seen == {"name": "recipe", "settings": p["recipe"]}
+    with pytest.raises(SystemExit) as e:
+        common.main(lambda: common.variant_section(p, "recipe"), common.variant_option("recipe"),
+                    argv=["--variant", "recipe_huge", "--params", "mine.yaml"])
+    assert e.value.code == 1
+    assert capsys.readouterr().err == "error: mine.yaml: no section 'recipe_huge' (--variant names a params section)\n"
+
+
+def test_a_stage_measuring_what_is_said_runs_without_the_turn_deadline_and_leaves_params_alone():
+    p = {"answer": {"deadline_s": 3.0, "reserve_s": 0.5, "mode": "choose"}, "llm": {"timeout_s": 60}}
+    q = common.without_deadline(p)
+    assert q == {"answer": {"deadline_s": 0, "reserve_s": 0.5, "mode": "choose"}, "llm": {"timeout_s": 60}}
+    assert p["answer"]["deadline_s"] == 3.0
 
 
 def test_written_files_get_the_umask_mode_not_owner_only(tmp_path):

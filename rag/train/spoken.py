@@ -5,10 +5,11 @@ the training half"). Needs the ``voice`` extra and sox; one recogniser process p
 """
 from __future__ import annotations
 
-import shutil
 from functools import partial
 from multiprocessing import Pool
 from typing import Callable, Mapping, Sequence
+
+from rag.voice.speech import require_sox
 
 KINDS = {"clean": False, "noisy": True}  # spoken form -> pink noise added
 
@@ -41,9 +42,7 @@ def spoken_forms(queries: Sequence[Mapping], kinds: Sequence[str], snr_db: float
     if bad:
         raise ValueError(f"unknown spoken kind(s) {bad}; known: {sorted(KINDS)}")
     if transcriber is None:
-        if shutil.which("sox") is None:
-            raise RuntimeError("sox is not on PATH: the TTS -> ASR chain resamples and adds noise with it "
-                               "(Debian: apt install sox)")
+        require_sox()
         transcriber = partial(pocketsphinx_heard, samprate=samprate, chunk_bytes=chunk_bytes)
     jobs = [(transcriber, q["typed"], snr_db if KINDS[k] else None) for k in kinds for q in queries]
     heard: list[str] = []

@@ -174,11 +174,20 @@ def load_judge(p: Mapping) -> AnswerScorer | None:
     return config.answer_scorer(p, p["select"]["judge"], "select.judge")
 
 
-def latency_metrics(answers: Sequence[dict]) -> dict:
-    """p50/p95 (ms) of first-token and total LLM latency over the queries that called the model."""
+def latency_metrics(answers: Sequence[dict], answer: Mapping | None = None) -> dict:
+    """p50/p95 (ms) of first-token and total LLM latency over the queries that called the model. With ``answer``
+    (params' ``answer`` section, ``deadline_s`` > 0), also ``over_deadline``: the replies whose total took longer
+    than ``deadline_s`` less ``reserve_s``, which a turn under that deadline would have cut (reason ``llm_timeout``)
+    for the fallback; for a stage that ran without the deadline (`stages/common.without_deadline`)."""
     from rag.bench.latency import summary
 
-    return {key: summary([a[key] for a in answers if a.get(key) is not None]) for key in ("first_token_ms", "total_ms")}
+    out = {key: summary([a[key] for a in answers if a.get(key) is not None]) for key in ("first_token_ms", "total_ms")}
+    if answer and answer["deadline_s"]:
+        budget_ms = (float(answer["deadline_s"]) - float(answer["reserve_s"])) * 1000.0
+        out["over_deadline"] = {"budget_ms": budget_ms,
+                                "replies": sum(a.get("total_ms") is not None and a["total_ms"] > budget_ms
+                                               for a in answers)}
+    return out
 
 
 def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",

@@ -10,6 +10,7 @@ Every sox call uses ``-R`` (fixed random seed), so the same text gives the same 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import tempfile
 import wave
@@ -26,14 +27,23 @@ def _sox(*args: str) -> str:
     return p.stderr
 
 
+def require_sox() -> None:
+    """Raise RuntimeError unless the ``sox`` binary is on PATH (the chain resamples and adds noise with it)."""
+    if shutil.which("sox") is None:
+        raise RuntimeError("sox is not on PATH: the TTS -> ASR chain resamples and adds noise with it "
+                           "(Debian: apt install sox)")
+
+
 def check_installed(spec: str) -> None:
     """Raise RuntimeError unless the package pinned by ``spec`` ("name==version", e.g. params.yaml
-    ``transcribe.tts_voice``) is installed at that version."""
+    ``transcribe.tts_voice``) is installed at that version and sox is on PATH (`require_sox`): checked before a
+    transcribing stage does any work."""
     from importlib.metadata import version
 
     name, want = spec.split("==")
     if version(name) != want:
         raise RuntimeError(f"params.yaml wants {spec}, installed {name}=={version(name)}")
+    require_sox()
 
 
 def rms(wav_path: str | Path) -> float:
