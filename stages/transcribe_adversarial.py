@@ -6,21 +6,18 @@ stage `transcribe` (clean, no noise), into fixtures/adversarial/queries.jsonl ``
 `voice` extra and sox; run by hand:
     PYTHONPATH=. python stages/transcribe_adversarial.py
 """
-from importlib.metadata import version
 
 from common import main, params
 from rag.bench.adversarial import has_asr_form, load_rows
 from rag.io import write_jsonl
-from rag.voice.speech import transcribe_text
+from rag.voice.speech import check_installed, transcribe_text
 
 SRC, DST = "fixtures/adversarial/questions.jsonl", "fixtures/adversarial/queries.jsonl"
 
 
 def run():
     p = params()["transcribe"]
-    name, want = p["tts_voice"].split("==")
-    if version(name) != want:
-        raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")
+    check_installed(p["tts_voice"])
     out = []
     for r in load_rows(SRC):
         if has_asr_form(r):

@@ -8,11 +8,10 @@ is spoken once: identical texts (a first turn's `standalone`, a repeated "And fo
 and `standalone_asr` after `standalone`. Needs the `voice` extra and sox; run by hand:
     PYTHONPATH=. python stages/transcribe_dialogues.py
 """
-from importlib.metadata import version
 
 from common import main, params
 from rag.io import read_jsonl, write_jsonl
-from rag.voice.speech import transcribe_text
+from rag.voice.speech import check_installed, transcribe_text
 
 SRC, DST = "fixtures/dialogues/dialogues.jsonl", "fixtures/dialogues/queries.jsonl"
 FIELDS = ["dialogue", "kb", "turn", "id", "spoken", "standalone", "kind", "relevant", "answerable", "facts"]
@@ -30,9 +29,7 @@ def with_asr(row: dict, heard: dict[str, str]) -> dict:
 
 def run():
     p = params()["transcribe"]
-    name, want = p["tts_voice"].split("==")
-    if version(name) != want:
-        raise SystemExit(f"params.yaml wants {p['tts_voice']}, installed {name}=={version(name)}")
+    check_installed(p["tts_voice"])
     rows = read_jsonl(SRC, FIELDS)
     heard: dict[str, str] = {}
     for r in rows:
