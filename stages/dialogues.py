@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, tables_off
+from common import GATE_PATH, ROOT, VOICE_METRICS, main, params, params_error, tables_off
 from rag import config
 from rag.retrieval.chunk import load_kb, token_count
 from rag.bench.compare import markdown_table
@@ -104,11 +104,12 @@ def recall_texts(turns: list[dict], own: dict[str, str], pick) -> tuple[dict[str
 
 
 def recall_grid(p: dict) -> list[float]:
-    """params ``memory.recall_grid``: a non-empty list of cosines in [-1, 1] (ValueError naming the key)."""
+    """params ``memory.recall_grid``: a non-empty list of cosines in [-1, 1] (InputError naming the params file and
+    the key)."""
     grid = p["memory"].get("recall_grid")
     if not isinstance(grid, list) or not grid or not all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and -1 <= x <= 1 for x in grid):
-        raise ValueError(f"params.yaml memory.recall_grid must be a non-empty list of cosines in [-1, 1], got {grid!r}")
+        raise params_error(f"memory.recall_grid must be a non-empty list of cosines in [-1, 1], got {grid!r}")
     return [float(x) for x in grid]
 
 

@@ -42,8 +42,10 @@ def test_the_dialogues_stage_checks_its_grid(params, monkeypatch):
     from dialogues import recall_grid
 
     assert recall_grid(params) == [float(x) for x in params["memory"]["recall_grid"]]
+    from rag.io import InputError
+
     for bad in ([], [0.5, 2], ["0.5"], None, [True]):
-        with pytest.raises(ValueError, match="memory.recall_grid"):
+        with pytest.raises(InputError, match=r"params\.yaml: memory\.recall_grid must be a non-empty list"):
             recall_grid({"memory": {"recall_grid": bad}})
 
 
