@@ -566,7 +566,7 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
     """One question (typed, or ``heard``: the `rag.voice.asr.Transcript` of ``--wav``) through the voice turn
     (`rag.voice.pipeline.answer_question`, or `answer_turn` in a ``--session``) on ``--kb`` with the shipped gate;
     the KB comes from the cache when it was embedded before. ``--say``: the reply spoken into that WAV."""
-    from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
+    from rag.voice.pipeline import answer_models, answer_question, answer_turn, follow_up_resolver, llm_url
 
     from rag.memory.store import clean_text
 
@@ -574,6 +574,7 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
     memory = _memory(p, args) if args.session is not None else None  # a bad --session exits 2 before any work
     gate, kb = _voice_kb(p, args)
     with llm_url(p, _warn) as url:
+        answer_models(p, url is not None)  # loaded before the question's turn begins, not inside its deadline
         if memory is not None:
             final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
                                           follow_up_resolver(kb, p), args.caller)
@@ -618,7 +619,7 @@ def _chat(p: dict, args) -> int:
 
     from rag.io import normalise_text
     from rag.memory.store import clean_text
-    from rag.voice.pipeline import answer_turn, end_call, follow_up_resolver, llm_url, preference_ask
+    from rag.voice.pipeline import answer_models, answer_turn, end_call, follow_up_resolver, llm_url, preference_ask
 
     memory = _memory(p, args)  # a bad --session exits 2 before any work
     session = args.session if args.session is not None else uuid.uuid4().hex[:12]
@@ -632,6 +633,7 @@ def _chat(p: dict, args) -> int:
     code = 0
     try:
         with llm_url(p, _warn) as url:
+            answer_models(p, url is not None)  # loaded before the first turn begins, not inside its deadline
             while True:
                 if interactive:
                     print("> ", end="", file=sys.stderr, flush=True)

@@ -208,3 +208,41 @@ def test_latency_json_counts_the_replies_a_turn_under_the_deadline_would_have_cu
     assert out["total_ms"]["n"] == 3
     assert "over_deadline" not in latency_metrics(answers, {"deadline_s": 0, "reserve_s": 0.5})
     assert "over_deadline" not in latency_metrics(answers)
+
+
+def test_the_judges_encoder_loads_before_the_llm_is_asked_so_the_turn_keeps_its_deadline(monkeypatch, tmp_path):
+    """The first LLM answer a judge (``select.judge``) checked used to load the judge's e5 encoder after the LLM
+    call, ~2 s past ``answer.deadline_s`` (the load stage's one caller: 4.3 s for a 3 s turn). Now
+    `rag.voice.pipeline.answer_models` loads it before the LLM is asked: here loading takes 3 s of a 3.5 s turn, so
+    the LLM (whose reply would take 1.5 s) gets what is left less ``reserve_s`` and the fallback is said in time."""
+    from conftest import ROOT
+    from rag.io import read_params
+    from rag.retrieval.kb_cache import open_kb
+    from rag.voice import selection
+    from rag.voice.gate import Gate
+    from rag.voice.pipeline import answer_question, load_judge
+
+    p = read_params(ROOT / "params.yaml")
+    p["answer"].update(deadline_s=3.5, reserve_s=0.3)
+    kb = open_kb(ROOT / p["voice"]["kb"], config.hybrid_config(p), tmp_path)
+    gate = Gate.load(ROOT / "models" / "gate.json")
+    answer_question("how much is a flu shot", p, gate, None, kb)  # the embedder and the rest warm,
+    load_judge(p).e5()  # and the real encoder: the 3 s below stand for its loading
+    loads, real = [], selection.cosines_of
+
+    def slow_first_load(*args, **kwargs):
+        if not loads:
+            time.sleep(3.0)
+        loads.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(selection, "cosines_of", slow_first_load)
+    reply = json.dumps({"answer": "A flu shot costs $30.", "source": "kb-vaccines"})
+    with Stub(reply, delay_s=1.5) as stub:
+        t0 = time.monotonic()
+        final, row = answer_question("how much is a flu shot", p, gate, stub.url, kb)
+        took = time.monotonic() - t0
+    assert loads, "the judge's encoder was never asked for"
+    assert row["error"] == "timeout" and final["reason"] == "llm_timeout" and final["status"] == "extractive"
+    assert final["say"] == "A flu shot costs $30."
+    assert took < 3.5 + SLACK_S

@@ -174,6 +174,25 @@ def load_judge(p: Mapping) -> AnswerScorer | None:
     return config.answer_scorer(p, p["select"]["judge"], "select.judge")
 
 
+def answer_models(p: Mapping, llm: bool = True) -> tuple[AnswerScorer | None, AnswerScorer | None]:
+    """``(scorer, judge)`` of a turn: ``select.design``'s learned answer selection (`rag.config.answer_scorer`; None
+    for ``rules``) and, with an ``llm`` to judge, ``select.judge``'s (`load_judge`; None without one), each with the
+    e5 encoder its features read already loaded (`rag.voice.selection.AnswerScorer.e5`), so that nothing loads after
+    a turn's LLM call: loading it takes ~2 s once per process, and before this the first LLM answer a judge checked
+    ran that long past ``answer.deadline_s`` (session 54: the load stage's one caller, 4.3 s for a 3 s turn). Both are
+    cached per process (`rag.voice.selection.load_scorer`, `rag.retrieval.e5.cosines_of`): a later call is a lookup.
+    Raises what `load_judge` raises, and InputError naming the e5 file when it is missing or its sha256 is not the
+    one the scorer recorded."""
+    scorer, judge = config.answer_scorer(p), load_judge(p) if llm else None
+    for s in (scorer, judge):
+        if isinstance(s, AnswerScorer):
+            try:
+                s.e5()
+            except (FileNotFoundError, RuntimeError) as e:
+                raise InputError(f"the e5 encoder of the {s.design} answer scorer ({p['select']['model_dir']}): {e}") from None
+    return scorer, judge
+
+
 def latency_metrics(answers: Sequence[dict], answer: Mapping | None = None) -> dict:
     """p50/p95 (ms) of first-token and total LLM latency over the queries that called the model. With ``answer``
     (params' ``answer`` section, ``deadline_s`` > 0), also ``over_deadline``: the replies whose total took longer
@@ -212,16 +231,19 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time.
     ``said``: sentences never to say again, ``focus``: what a follow-up adds (`rag.voice.answer.decide`). ``memory``:
     earlier turns of the call the LLM sees as ``[memory n]`` (`rag.memory.recall.memory_lines`), never a source."""
+    import time
+
     from rag.voice.answer import turn_deadline
 
+    start = time.monotonic() if start is None else start
+    scorer, judge = answer_models(p, url is not None)  # before the LLM is asked: their loading is the turn's time
     settings = config.answer_settings(p, gate.tau)
     deadline = turn_deadline(settings, start)
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
     row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory)
-    scorer = config.answer_scorer(p)
-    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said,
-                  load_judge(p), focus), row
+    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said, judge,
+                  focus), row
 
 
 def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
