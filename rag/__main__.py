@@ -540,6 +540,18 @@ def _voice_kb(p: dict, args):
                          allow_instructions=quarantine.allowed(p), warn=_warn, store=config.kb_store(p))
 
 
+def _answer_models(p: dict, url: str | None) -> bool:
+    """Load the turn's answer scorers before the first question (`rag.voice.pipeline.answer_models`: the judge of
+    LLM answers only when an LLM answers at ``url``, `rag.llm.client.reachable`), so that their loading is not
+    inside a turn's deadline. Returns whether an LLM answers there."""
+    from rag.llm.client import reachable
+    from rag.voice.pipeline import answer_models
+
+    answering = url is not None and reachable(url) is None
+    answer_models(p, answering)
+    return answering
+
+
 def _memory(p: dict, args, warn=_warn):
     """The memory stores of ``p["memory"]`` (environment overrides applied, `rag.memory.open_memory`); ``--session``
     checked first (`rag.memory.store.session_problem`). Raises InputError for a bad session id or a bad store URL
@@ -566,7 +578,7 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
     """One question (typed, or ``heard``: the `rag.voice.asr.Transcript` of ``--wav``) through the voice turn
     (`rag.voice.pipeline.answer_question`, or `answer_turn` in a ``--session``) on ``--kb`` with the shipped gate;
     the KB comes from the cache when it was embedded before. ``--say``: the reply spoken into that WAV."""
-    from rag.voice.pipeline import answer_models, answer_question, answer_turn, follow_up_resolver, llm_url
+    from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
 
     from rag.memory.store import clean_text
 
@@ -574,7 +586,7 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
     memory = _memory(p, args) if args.session is not None else None  # a bad --session exits 2 before any work
     gate, kb = _voice_kb(p, args)
     with llm_url(p, _warn) as url:
-        answer_models(p, url is not None)  # loaded before the question's turn begins, not inside its deadline
+        url = url if _answer_models(p, url) else None  # down: each answer says llm_unreachable unasked
         if memory is not None:
             final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
                                           follow_up_resolver(kb, p), args.caller)
@@ -619,7 +631,7 @@ def _chat(p: dict, args) -> int:
 
     from rag.io import normalise_text
     from rag.memory.store import clean_text
-    from rag.voice.pipeline import answer_models, answer_turn, end_call, follow_up_resolver, llm_url, preference_ask
+    from rag.voice.pipeline import answer_turn, end_call, follow_up_resolver, llm_url, preference_ask
 
     memory = _memory(p, args)  # a bad --session exits 2 before any work
     session = args.session if args.session is not None else uuid.uuid4().hex[:12]
@@ -633,7 +645,7 @@ def _chat(p: dict, args) -> int:
     code = 0
     try:
         with llm_url(p, _warn) as url:
-            answer_models(p, url is not None)  # loaded before the first turn begins, not inside its deadline
+            _answer_models(p, url)
             while True:
                 if interactive:
                     print("> ", end="", file=sys.stderr, flush=True)
