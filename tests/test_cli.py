@@ -367,3 +367,31 @@ def test_a_question_about_one_day_hears_its_list_item(small_kb, tmp_path, capsys
         code = main(["ask", question, "--kb", str(small_kb), "--llm-url", "http://127.0.0.1:9",
                      "--cache-dir", str(tmp_path), "--json"])
         assert (code, json.loads(capsys.readouterr().out)["say"]) == (0, said)
+
+
+def test_a_missing_judge_encoder_is_one_error_before_the_question_and_no_error_with_the_llm_down(small_kb, tmp_path,
+                                                                                                 capsys):
+    """The judge of LLM answers (select.judge) loads its e5 encoder before the first question
+    (`rag.voice.pipeline.answer_models`): a missing file is one line naming it, not a traceback inside the turn of
+    the first LLM answer the verifier passed; with the LLM down the judge is not needed and not loaded."""
+    import shutil
+
+    from conftest import ROOT
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for f in (ROOT / "models").glob("selection-*.json"):
+        shutil.copy(f, models)
+    params = write_params(tmp_path / "mine.yaml", {"select": {"model_dir": str(models)}})
+    ask = ["ask", "what time do you open on saturday", "--kb", str(small_kb), "--params", str(params),
+           "--cache-dir", str(tmp_path / "cache")]
+    with Stub(json.dumps({"answer": "", "source": "none"})) as stub:
+        code, err = run_cli([*ask, "--llm-url", stub.url], capsys)
+    assert code == 2 and err.startswith("error: the e5 encoder of the mlp answer scorer")
+    from rag.io import read_params
+
+    e5_file = read_params(ROOT / "params.yaml")["select"]["e5_model"]
+    assert f"{models / e5_file}: no such e5 encoder" in err and "Traceback" not in err
+    assert stub.requests == []  # nothing was asked
+    code, err = run_cli([*ask, "--llm-url", "http://127.0.0.1:9"], capsys)
+    assert code == 0 and "error" not in err

@@ -209,7 +209,8 @@ class E5Embedder:
         import onnxruntime as ort
 
         if not Path(onnx_path).is_file():
-            raise FileNotFoundError(f"{onnx_path}: no such e5 encoder (stage ko_finetune writes it; it is committed)")
+            raise FileNotFoundError(f"{onnx_path}: no such e5 encoder (the shipped ones are committed in models/, "
+                                    "each written by its training stage: README)")
         self.e5 = e5 if e5 is not None else read_e5()
         self.tokenizer = E5Tokenizer(self.e5)
         self.batch_size = batch_size

@@ -189,7 +189,8 @@ def answer_models(p: Mapping, llm: bool = True) -> tuple[AnswerScorer | None, An
             try:
                 s.e5()
             except (FileNotFoundError, RuntimeError) as e:
-                raise InputError(f"the e5 encoder of the {s.design} answer scorer ({p['select']['model_dir']}): {e}") from None
+                raise InputError(f"the e5 encoder of the {s.design} answer scorer ({p['select']['model_dir']}): "
+                                 f"{e}") from None
     return scorer, judge
 
 
