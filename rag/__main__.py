@@ -17,6 +17,7 @@ line. Korean: BM25 over Kiwi morphemes on ``--kb``'s paragraphs (each led by its
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -540,16 +541,28 @@ def _voice_kb(p: dict, args):
                          allow_instructions=quarantine.allowed(p), warn=_warn, store=config.kb_store(p))
 
 
-def _answer_models(p: dict, url: str | None) -> bool:
-    """Load the turn's answer scorers before the first question (`rag.voice.pipeline.answer_models`: the judge of
-    LLM answers only when an LLM answers at ``url``, `rag.llm.client.reachable`), so that their loading is not
-    inside a turn's deadline. Returns whether an LLM answers there."""
-    from rag.llm.client import reachable
-    from rag.voice.pipeline import answer_models
+@contextlib.contextmanager
+def _llm_ready(p: dict):
+    """``(url, answering)`` of the LLM (`rag.voice.pipeline.llm_url`; ``answering``: whether it answers there,
+    `rag.llm.client.reachable`) with the turn's answer scorers already loaded (`rag.voice.pipeline.answer_models`,
+    the judge of LLM answers only when one answers), so that their loading is not inside a turn's deadline. The
+    judge's e5 encoder (~2 s) loads while the packaged server starts (~2 s), side by side; a server that does not
+    start leaves the judge loaded for nothing."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    answering = url is not None and reachable(url) is None
-    answer_models(p, answering)
-    return answering
+    from rag.llm.client import reachable
+    from rag.voice.pipeline import answer_models, llm_url
+
+    local = not p["llm"]["url"]
+    with ThreadPoolExecutor(1) as pool:
+        loading = pool.submit(answer_models, p, True) if local else None
+        with llm_url(p, _warn) as url:
+            answering = url is not None and (local or reachable(url) is None)
+            if loading is not None:
+                loading.result()  # its errors (a missing encoder file) are raised here
+            else:
+                answer_models(p, answering)
+            yield url, answering
 
 
 def _memory(p: dict, args, warn=_warn):
@@ -578,15 +591,15 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
     """One question (typed, or ``heard``: the `rag.voice.asr.Transcript` of ``--wav``) through the voice turn
     (`rag.voice.pipeline.answer_question`, or `answer_turn` in a ``--session``) on ``--kb`` with the shipped gate;
     the KB comes from the cache when it was embedded before. ``--say``: the reply spoken into that WAV."""
-    from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver, llm_url
+    from rag.voice.pipeline import answer_question, answer_turn, follow_up_resolver
 
     from rag.memory.store import clean_text
 
     question = clean_text(question)  # undecodable argv bytes: U+FFFD, so the output is valid UTF-8
     memory = _memory(p, args) if args.session is not None else None  # a bad --session exits 2 before any work
     gate, kb = _voice_kb(p, args)
-    with llm_url(p, _warn) as url:
-        url = url if _answer_models(p, url) else None  # down: each answer says llm_unreachable unasked
+    with _llm_ready(p) as (url, answering):
+        url = url if answering else None  # down: each answer says llm_unreachable without asking
         if memory is not None:
             final, row, res = answer_turn(question, args.session, memory, p, gate, url, kb,
                                           follow_up_resolver(kb, p), args.caller)
@@ -631,7 +644,7 @@ def _chat(p: dict, args) -> int:
 
     from rag.io import normalise_text
     from rag.memory.store import clean_text
-    from rag.voice.pipeline import answer_turn, end_call, follow_up_resolver, llm_url, preference_ask
+    from rag.voice.pipeline import answer_turn, end_call, follow_up_resolver, preference_ask
 
     memory = _memory(p, args)  # a bad --session exits 2 before any work
     session = args.session if args.session is not None else uuid.uuid4().hex[:12]
@@ -644,8 +657,7 @@ def _chat(p: dict, args) -> int:
           "an empty line ends the call", file=sys.stderr)
     code = 0
     try:
-        with llm_url(p, _warn) as url:
-            _answer_models(p, url)
+        with _llm_ready(p) as (url, _):
             while True:
                 if interactive:
                     print("> ", end="", file=sys.stderr, flush=True)
