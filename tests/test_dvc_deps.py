@@ -34,13 +34,16 @@ def module_file(name: str) -> Path | None:
 
 
 def closure(script: Path) -> set[Path]:
-    """The script and every rag file it reaches through imports."""
+    """The script and every rag file it reaches through imports, and through the CLI when it runs ``python -m rag``
+    in a subprocess (stage bench_cli: no import names rag/__main__.py)."""
     seen, todo = set(), [script]
     while todo:
         f = todo.pop()
         if f in seen:
             continue
         seen.add(f)
+        if '"-m", "rag"' in f.read_text(encoding="utf-8"):
+            todo.append(ROOT / "rag" / "__main__.py")
         for name in imported_modules(f):
             target = module_file(name)
             if target is not None:
