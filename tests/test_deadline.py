@@ -246,3 +246,36 @@ def test_the_judges_encoder_loads_before_the_llm_is_asked_so_the_turn_keeps_its_
     assert row["error"] == "timeout" and final["reason"] == "llm_timeout" and final["status"] == "extractive"
     assert final["say"] == "A flu shot costs $30."
     assert took < 3.5 + SLACK_S
+
+
+def test_the_fallback_is_picked_before_the_llm_is_asked_so_a_slow_pick_keeps_the_deadline(monkeypatch, tmp_path):
+    """With 16 callers on 2 cores the extractive pick took up to ~0.6 s, made after the LLM call was cancelled
+    ``reserve_s`` (0.5 s) before the deadline: the load stage missed it 1-10 times in 32 turns (session 54, by hand).
+    `rag.voice.pipeline.answer_query` now makes the pick before the LLM is asked (`rag.voice.answer.pick_for`), so a
+    slow pick (1.5 s here) shortens the LLM's time instead of running past the deadline."""
+    from conftest import ROOT
+    from rag.io import read_params
+    from rag.retrieval.kb_cache import open_kb
+    from rag.voice import answer
+    from rag.voice.gate import Gate
+    from rag.voice.pipeline import answer_question
+
+    p = read_params(ROOT / "params.yaml")
+    p["answer"].update(deadline_s=2.0, reserve_s=0.3)
+    kb = open_kb(ROOT / p["voice"]["kb"], config.hybrid_config(p), tmp_path)
+    gate = Gate.load(ROOT / "models" / "gate.json")
+    answer_question("how much is a flu shot", p, gate, None, kb)  # everything warm
+    real = answer.extractive
+
+    def slow_pick(*args, **kwargs):
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(answer, "extractive", slow_pick)
+    with Stub(good_reply(), piece_delay_s=0.25) as stub:  # a reply that would take ~3.5 s
+        t0 = time.monotonic()
+        final, row = answer_question("how much is a flu shot", p, gate, stub.url, kb)
+        took = time.monotonic() - t0
+    assert row["error"] == "timeout" and final["reason"] == "llm_timeout"
+    assert final["say"] == "A flu shot costs $30."
+    assert took < 2.0 + SLACK_S

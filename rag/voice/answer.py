@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -250,11 +250,29 @@ def answer_score(answer: str, source: str, query: str, vector: np.ndarray, docs:
     return float(scorer.scores(query, vector, cands, contexts, sentences.texts, sentences.stats)[i])
 
 
+def pick_for(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
+             rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
+             scorer: AnswerScorer | None = None, said: frozenset[str] = frozenset(),
+             focus: frozenset[str] = frozenset()) -> Extract | None:
+    """The extractive pick `decide` falls back on for ``row`` (retrieved, not gated; `extractive` over the retrieved
+    documents' sentences in ``settings``' ranking): the same whether made before the LLM is asked (`answer_row`'s
+    ``before_llm``, so that little is left to do once the LLM's time is up) or after. ``sentences`` None: the
+    retrieved documents are split and embedded now."""
+    if sentences is None:
+        sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
+    return extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
+                      settings.sentence_hybrid, scorer, said, focus)
+
+
 def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: AnswerSettings,
            rules: VerifyRules = DEFAULT_VERIFY, sentences: SentenceIndex | None = None,
            scorer: AnswerScorer | None = None, said: frozenset[str] = frozenset(),
-           judge: AnswerScorer | None = None, focus: frozenset[str] = frozenset()) -> dict:
+           judge: AnswerScorer | None = None, focus: frozenset[str] = frozenset(),
+           fallback: tuple[Extract | None, ...] = ()) -> dict:
     """What is said for one answer row (see `answer_row`): ``{id, say, source, status, reason}``.
+
+    fallback: the extractive pick (`pick_for`) when it was made before the LLM was asked, as a 1-tuple (its pick may
+    be None); empty: made here, once and only when needed.
 
     said: what the caller already heard for the turn this one follows up (`rag.voice.pipeline.answer_turn`):
     never said again (an LLM answer repeating it fails with reason ``repeats_earlier_answer``; the extractive
@@ -281,7 +299,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     if row["gated"]:
         return {"id": row["id"], "say": settings.refusal, "source": "none", "status": "refused",
                 "reason": "below_tau"}
-    picked: list = []
+    picked: list = list(fallback)
 
     def pick() -> Extract | None:
         """The extractive pick, made once and only when needed (a verified LLM answer without a scorer needs none)."""
@@ -289,8 +307,7 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
         if not picked:
             if sentences is None:
                 sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
-            picked.append(extractive(row["query"], vector, row["retrieved"], sentences, rules, settings.mode,
-                                     settings.sentence_hybrid, scorer, said, focus))
+            picked.append(pick_for(row, kb, vector, settings, rules, sentences, scorer, said, focus))
         return picked[0]
 
     if row["error"]:
@@ -342,7 +359,8 @@ NOT_SENT = ("unreachable", "busy", "http_error")  # LLM errors after which the m
 
 def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, score: float,
                settings: AnswerSettings, kb: Mapping[str, str], url: str | None,
-               deadline: float | None = None, memory: Sequence[str] = ()) -> dict:
+               deadline: float | None = None, memory: Sequence[str] = (),
+               before_llm: Callable[[dict], None] | None = None) -> dict:
     """Retrieve, gate and (if not gated) ask the LLM for one query; the answers.jsonl row.
 
     score: the abstention signal compared with tau; a question quoting a phone number or code that the top
@@ -352,7 +370,8 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     ``settings.deadline_s`` is set). The LLM gets what is left of it less ``settings.reserve_s``: past that the
     row carries error "timeout" and the caller says the extractive sentence or the refusal in time. memory: earlier
     turns of the call the LLM sees (`ask_llm`); the row's ``memory`` counts them when the model got the request
-    (not for the `NOT_SENT` errors).
+    (not for the `NOT_SENT` errors). before_llm: called with the row (retrieved, not gated) just before the LLM is
+    asked, inside the deadline (`rag.voice.pipeline.answer_query` makes its fallback pick there, `pick_for`).
     """
     if deadline is None:
         deadline = turn_deadline(settings)
@@ -367,6 +386,8 @@ def answer_row(qid: str, query: str, index: PassageIndex, vector: np.ndarray, sc
     if url is None:
         row.update(error="unreachable", detail="no LLM server")
         return row
+    if before_llm is not None:
+        before_llm(row)
     reply = ask_llm(url, query, passages, docs, settings, kb, deadline, memory)
     if memory and reply.error not in NOT_SENT:
         row["memory"] = len(memory)

@@ -14,7 +14,7 @@ import numpy as np
 from rag import config
 
 from rag.voice import quarantine
-from rag.voice.answer import answer_row, decide
+from rag.voice.answer import answer_row, decide, pick_for
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics, top1_cosine
 from rag.voice.gate import Gate, fit_gate
 from rag.io import InputError
@@ -213,12 +213,16 @@ def latency_metrics(answers: Sequence[dict], answer: Mapping | None = None) -> d
 def answer_question(question: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
                     context: str | None = None) -> tuple[dict, dict]:
     """One typed question on ``kb`` the way a turn runs: rewrite (a follow-up against ``context``, the previous
-    question, itself rewritten first), then `answer_query`. Returns what `answer_query` does."""
+    question, itself rewritten first), then `answer_query`, the turn's deadline counted from the start (the
+    rewriting's time is the turn's too). Returns what `answer_query` does."""
+    import time
+
     from rag.voice.rewrite import rewrite
 
+    start = time.monotonic()
     rules = config.rewrite_rules(p, kb.index.passages)
     return answer_query(rewrite(question, rewrite(context, None, rules) if context else None, rules), p, gate, url,
-                        kb)
+                        kb, start)
 
 
 def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "KnowledgeBase",
@@ -228,9 +232,10 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     (None: down), verify, fall back (``select.design``'s scorer). Returns ``(final row of `rag.voice.answer.decide`,
     the answer row of `rag.voice.answer.answer_row`: query, retrieved, retrieved_scores, score, error)``.
 
-    ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the LLM call is
-    cancelled ``answer.reserve_s`` before it (reason ``llm_timeout``) so that the fallback is said in time.
-    ``said``: sentences never to say again, ``focus``: what a follow-up adds (`rag.voice.answer.decide`). ``memory``:
+    ``answer.deadline_s`` bounds the turn from ``start`` (a `time.monotonic` instant; default now): the answer
+    models (`answer_models`) and the fallback pick (`rag.voice.answer.pick_for`) are ready before the LLM is asked,
+    and the LLM call is cancelled ``answer.reserve_s`` before the deadline (reason ``llm_timeout``), so that what is
+    left (verifying, judging) fits in time. ``said``: sentences never to say again, ``focus``: what a follow-up adds (`rag.voice.answer.decide`). ``memory``:
     earlier turns of the call the LLM sees as ``[memory n]`` (`rag.memory.recall.memory_lines`), never a source."""
     import time
 
@@ -242,9 +247,14 @@ def answer_query(text: str, p: Mapping, gate: Gate, url: str | None, kb: "Knowle
     deadline = turn_deadline(settings, start)
     vector = embed_texts({"q": text})["q"]
     score = gate_function(gate, kb.index, p)(text, vector)
-    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory)
-    return decide(row, kb.docs, vector, settings, config.verify_rules(p), kb.sentences, scorer, said, judge,
-                  focus), row
+    rules, ready = config.verify_rules(p), []
+
+    def prepare(r: dict) -> None:  # the fallback, made before the LLM is asked: its time is the turn's, not extra
+        ready.append(pick_for(r, kb.docs, vector, settings, rules, kb.sentences, scorer, said, focus))
+
+    row = answer_row("q", text, kb.index, vector, score, settings, kb.docs, url, deadline, memory, prepare)
+    return decide(row, kb.docs, vector, settings, rules, kb.sentences, scorer, said, judge, focus,
+                  tuple(ready)), row
 
 
 def follow_up_resolver(kb: "KnowledgeBase", p: Mapping) -> "Resolver":
