@@ -272,3 +272,21 @@ def test_snowball_stemmer_in_bm25():
     assert [i for i, _ in stemmed.ranking(query, "bm25", vectors[0])][0] == 1   # flu + shot + free
     with pytest.raises(ValueError, match="stemmer must be one of"):
         HybridConfig(stemmer="porter")
+
+
+def test_stemming_from_many_threads_at_once_gives_each_its_own_words():
+    """A snowballstemmer object keeps the word it is stemming in itself: one shared by the load stage's 16 callers
+    (each building a sentence ranking at once) crashed a turn with IndexError inside stemWord (session 54).
+    `rag.retrieval.search.stem_words` keeps one stemmer per thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rag.retrieval.search import stem_words
+
+    words = {t: [f"{w}{'s' * (t % 3)}" for w in ("parking", "vaccinations", "appointments", "grooming", "boarding",
+                                                   "prescriptions", "cleanings", "x", "walking")] * 300
+             for t in range(8)}
+    expected = {t: stem_words(ws) for t, ws in words.items()}   # one thread
+    with ThreadPoolExecutor(8) as pool:
+        got = dict(zip(words, pool.map(lambda t: stem_words(words[t]), words)))
+    assert got == expected
+    assert expected[0][:3] == ["park", "vaccin", "appoint"]

@@ -6,6 +6,7 @@ a third, sound-alike BM25 list over phonetic keys (``hybrid_phonetic``, `rag.ret
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -22,7 +23,17 @@ DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
 STEMMERS = ("none", "snowball")  # `HybridConfig.stemmer`
 FUSIONS = ("rrf", "convex")  # `HybridConfig.fusion`
-_SNOWBALL = snowballstemmer.stemmer("english")
+_SNOWBALL = threading.local()  # one English stemmer per thread: a snowballstemmer object keeps the word it is
+                               # stemming in itself, so threads sharing one corrupt each other's words (16 callers of
+                               # the load stage: IndexError inside stemWord, session 54)
+
+
+def stem_words(tokens: Sequence[str]) -> list[str]:
+    """Snowball's English stems of ``tokens`` (``snowballstemmer``), safe to call from many threads at once."""
+    stemmer = getattr(_SNOWBALL, "english", None)
+    if stemmer is None:
+        stemmer = _SNOWBALL.english = snowballstemmer.stemmer("english")
+    return stemmer.stemWords(tokens)
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,7 @@ class PassageIndex:
     def tokenize(self, text: str) -> list[str]:
         """The BM25 tokenizer of this index's config (stemmed when ``config.stemmer`` says so)."""
         tokens = word_tokens(text, self.config.stopwords, self.config.min_token_len)
-        return _SNOWBALL.stemWords(tokens) if self.config.stemmer == "snowball" else tokens
+        return stem_words(tokens) if self.config.stemmer == "snowball" else tokens
 
     @property
     def bm25(self) -> BM25Index:
