@@ -304,9 +304,9 @@ def decide(row: dict, kb: Mapping[str, str], vector: np.ndarray, settings: Answe
     def pick() -> Extract | None:
         """The extractive pick, made once and only when needed (a verified LLM answer without a scorer needs none)."""
         nonlocal sentences
+        if sentences is None:  # the judge reads them too
+            sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
         if not picked:
-            if sentences is None:
-                sentences = SentenceIndex.build({d: kb[d] for d in row["retrieved"] if d in kb})
             picked.append(pick_for(row, kb, vector, settings, rules, sentences, scorer, said, focus))
         return picked[0]
 
