@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import struct
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -282,7 +283,9 @@ BASE_MODEL = Path(__file__).resolve().parents[2] / "models" / "e5-small.onnx"  #
 class E5Cosines:
     """Cosine of a question (``"query: "``) and sentences (``"passage: "``) under an e5 encoder: how well each
     sentence answers the question, as e5 was trained on (question, answer passage) pairs. Sentence vectors are
-    cached per text (a KB's sentences are embedded once per process), questions for the last ``QUESTIONS`` asked."""
+    cached per text (a KB's sentences are embedded once per process), questions for the last ``QUESTIONS`` asked.
+    Safe to call from many threads at once (the load stage's callers): the caches change under a lock, the
+    embedding runs outside it."""
 
     QUESTIONS = 256
 
@@ -292,18 +295,25 @@ class E5Cosines:
         self.embedder = E5Embedder(onnx_path, threads=threads)
         self._sentences: dict[str, np.ndarray] = {}
         self._questions: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
 
     def cosines(self, question: str, sentences: Sequence[str]) -> np.ndarray:
         """(len(sentences),) float64 cosines in [-1, 1]."""
-        new = [s for s in dict.fromkeys(sentences) if s not in self._sentences]
+        with self._lock:
+            new = [s for s in dict.fromkeys(sentences) if s not in self._sentences]
+            q = self._questions.get(question)
         if new:
-            self._sentences.update(zip(new, self.embedder.embed_passages(new)))
-        if question not in self._questions:
-            if len(self._questions) >= self.QUESTIONS:
-                self._questions.pop(next(iter(self._questions)))
-            self._questions[question] = self.embedder.embed_queries([question])[0]
-        q = self._questions[question]
-        return np.array([float(self._sentences[s] @ q) for s in sentences], dtype=np.float64)
+            vectors = self.embedder.embed_passages(new)
+            with self._lock:
+                self._sentences.update(zip(new, vectors))
+        if q is None:
+            q = self.embedder.embed_queries([question])[0]
+            with self._lock:
+                while len(self._questions) >= self.QUESTIONS:
+                    self._questions.pop(next(iter(self._questions)))
+                self._questions[question] = q
+        with self._lock:
+            return np.array([float(self._sentences[s] @ q) for s in sentences], dtype=np.float64)
 
 
 @lru_cache(maxsize=4)
