@@ -290,3 +290,17 @@ def test_stemming_from_many_threads_at_once_gives_each_its_own_words():
         got = dict(zip(words, pool.map(lambda t: stem_words(words[t]), words)))
     assert got == expected
     assert expected[0][:3] == ["park", "vaccin", "appoint"]
+
+
+def test_named_by_asked_from_many_threads_at_once_is_never_half_built():
+    """`PassageIndex.named_by` (phone numbers and codes -> passages) is built on first use by whichever caller comes
+    first; a thread asking while another built it read a half-built map and missed the passage naming the number
+    (session 54). Now it is built whole, then published."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    passages = [Passage(f"p{i}", f"d{i}", f"Call 555-{i:04d} for desk {i}.") for i in range(6000)]
+    for _ in range(5):
+        index = PassageIndex(passages, np.zeros((len(passages), 4), dtype=np.float32))
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda _: index.named_by.get("5555999"), range(8)))
+        assert got == [[5999]] * 8

@@ -58,3 +58,19 @@ def test_precomputed_sentences_give_the_query_time_picks(params, kb_dir, queries
         assert precomputed == decide(row, kb, vectors[qid], settings, rules), qid
         said[precomputed["status"]] = said.get(precomputed["status"], 0) + 1
     assert said.get("extractive", 0) >= len(texts) // 2  # the comparison covers real picks, not only refusals
+
+
+def test_contexts_asked_from_many_threads_at_once_are_never_half_built():
+    """`SentenceIndex.contexts` builds its map on first use; a KB's index is shared by every caller of a process
+    (the load stage's 16 threads), and a thread asking while another was building it read a half-built map: the
+    sentence before came back "" (session 54). Now the map is built whole, then published."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rows = [(f"doc{d}", i, f"sentence {i} of document {d}.") for d in range(400) for i in range(25)]
+    last = [(f"sentence 24 of document {d}.", f"doc{d}") for d in range(400)]
+    expected = [f"sentence 23 of document {d}." for d in range(400)]
+    for _ in range(5):
+        index = SentenceIndex(rows, np.zeros((len(rows), 4), dtype=np.float32))
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda _: index.contexts(last), range(8)))
+        assert all(g == expected for g in got)

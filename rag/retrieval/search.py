@@ -145,11 +145,12 @@ class PassageIndex:
     def named_by(self) -> dict[str, list[int]]:
         """Each phone number or code the passages name (`rag.retrieval.indexes.identifiers`, digits only) -> the
         passages naming it, in order; built on first use."""
-        if self._named_by is None:
-            self._named_by = {}
+        if self._named_by is None:  # built whole, then published: a thread never sees it half built
+            named: dict[str, list[int]] = {}
             for i, p in enumerate(self.passages):
                 for ident in sorted(identifiers(p.text)):
-                    self._named_by.setdefault(ident, []).append(i)
+                    named.setdefault(ident, []).append(i)
+            self._named_by = named
         return self._named_by
 
     def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:

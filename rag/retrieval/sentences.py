@@ -72,10 +72,11 @@ class SentenceIndex:
     def contexts(self, candidates) -> list[str]:
         """For each ``(sentence, doc, ...)`` candidate, the sentence before it in its document ("" for the first
         sentence, or for text that is not one of the document's sentences)."""
-        if self._before is None:  # (doc, sentence) -> the sentence before it; the first occurrence wins
-            self._before = {}
+        if self._before is None:  # (doc, sentence) -> the sentence before it; the first occurrence wins; built
+            before: dict[tuple[str, str], str] = {}  # whole, then published: a thread never sees it half built
             for i, (doc, pos, s) in enumerate(self.rows):
-                self._before.setdefault((doc, s), self.rows[i - 1][2] if pos > 0 else "")
+                before.setdefault((doc, s), self.rows[i - 1][2] if pos > 0 else "")
+            self._before = before
         return [self._before.get((doc, sentence), "") for sentence, doc, *_ in candidates]
 
     def of(self, doc: str) -> list[tuple[str, np.ndarray]]:
