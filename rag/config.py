@@ -154,9 +154,10 @@ def check(p: Mapping) -> None:
 def encoder(p: Mapping, root: str | Path = "."):
     """The English chain's encoder: ``p["embed"]["encoders"][p["embed"]["model"]]`` as a
     `rag.retrieval.embed.Encoder` (``family`` minilm | e5, ``file`` relative to ``root`` unless absolute, ``sha256``;
-    an entry with no file is the packaged all-MiniLM-L6-v2). Raises ValueError naming ``embed.model`` for a name
-    ``embed.encoders`` lacks, or naming the entry's key for a bad one (``sha256``: 64 hex digits, either case);
-    nothing is read here (`rag.retrieval.embed.Encoder.verified` checks the file)."""
+    e5 only, ``query_file`` / ``query_sha256``: the question side's file; an entry with no file is the packaged
+    all-MiniLM-L6-v2). Raises ValueError naming ``embed.model`` for a name ``embed.encoders`` lacks, or naming the
+    entry's key for a bad one (a sha256: 64 hex digits, either case); nothing is read here
+    (`rag.retrieval.embed.Encoder.verified` checks the files)."""
     from rag.retrieval.embed import Encoder
 
     e = p["embed"]
@@ -164,16 +165,24 @@ def encoder(p: Mapping, root: str | Path = "."):
     if not isinstance(name, str) or name not in table:
         raise ValueError(f"embed.model must be one of embed.encoders {sorted(table)}, got {name!r}")
     entry = table[name]
-    if not isinstance(entry, Mapping) or set(entry) - {"family", "file", "sha256"}:
-        raise ValueError(f"embed.encoders.{name} must be a mapping of family, file, sha256, got {entry!r}")
-    file, family, sha = entry.get("file"), entry.get("family", "minilm"), entry.get("sha256")
-    if file is not None and (not isinstance(file, str) or not file):
-        raise ValueError(f"embed.encoders.{name}.file must be a path, got {file!r}")
+    keys = ("family", "file", "sha256", "query_file", "query_sha256")
+    if not isinstance(entry, Mapping) or set(entry) - set(keys):
+        raise ValueError(f"embed.encoders.{name} must be a mapping of {', '.join(keys)}, got {entry!r}")
+    family = entry.get("family", "minilm")
     if not isinstance(family, str):
         raise ValueError(f"embed.encoders.{name}.family must be minilm or e5, got {family!r}")
-    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
-        raise ValueError(f"embed.encoders.{name}.sha256 must be 64 hex digits (quote it), got {sha!r}")
-    return Encoder(name, family, Path(root) / file if file else None, sha.lower() if sha else None)
+    files, shas = {}, {}
+    for key in ("file", "query_file"):
+        file = entry.get(key)
+        if file is not None and (not isinstance(file, str) or not file):
+            raise ValueError(f"embed.encoders.{name}.{key} must be a path, got {file!r}")
+        files[key] = Path(root) / file if file else None
+    for key in ("sha256", "query_sha256"):
+        sha = entry.get(key)
+        if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha)):
+            raise ValueError(f"embed.encoders.{name}.{key} must be 64 hex digits (quote it), got {sha!r}")
+        shas[key] = sha.lower() if sha else None
+    return Encoder(name, family, files["file"], shas["sha256"], files["query_file"], shas["query_sha256"])
 
 
 def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:

@@ -4,7 +4,8 @@ and the committed English fine-tunes (``finetune_e5.model``, stage finetune_e5; 
 e5-small cut to 6 of its 12 layers and taught by the former, stage finetune_e5_l6_distilled) and MiniLM taught to rank as
 the 12-layer fine-tune does (``finetune_score_distill.model``, stage finetune_score_distill), and the 6-layer cut taught
 the 12-layer fine-tune's query vectors (``finetune_e5_l6_query.model``, stage finetune_e5_l6_query), served for the
-questions with the 12-layer fine-tune embedding the passages; all served by onnxruntime with no PyTorch. Each committed encoder is checked against the sha256 its training stage recorded.
+questions with the 12-layer fine-tune embedding the passages, and the 12-layer fine-tune's int8 copy for the questions
+(``finetune_e5_q8.model``, stage finetune_e5_q8) with its float16 file embedding the passages; all served by onnxruntime with no PyTorch. Each committed encoder is checked against the sha256 its training stage recorded.
 
 Sets: HeySQuAD's report half (odd articles, never trained on; typed / human / machine, raw), and two KBs the
 training never saw: the clinic fixture and the held-out vet KB (clean and noisy pocketsphinx transcripts, raw and
@@ -83,19 +84,22 @@ def run():
     l6_path, l6_shipped = committed(p, "finetune_e5_l6_distilled", p["finetune_e5_l6_distilled"]["metrics_file"])
     sd_path, sd_shipped = committed(p, "finetune_score_distill", "score_distill.json")
     lq_path, lq_shipped = committed(p, "finetune_e5_l6_query", p["finetune_e5_l6_query"]["metrics_file"])
+    q8_path, q8_shipped = committed(p, "finetune_e5_q8", "e5_q8.json")
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
     e5_tuned = E5Embedder(e5_path, e5.e5, threads=f["threads"])
     l6_tuned = E5Embedder(l6_path, e5.e5, threads=f["threads"])
     l6_query = E5Embedder(lq_path, e5.e5, threads=f["threads"])
+    q8_query = E5Embedder(q8_path, e5.e5, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
                  "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=shipped["sha256"]),
                  "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query"),
                  "e5_l6_distilled": E5Side(l6_tuned, "query"),
                  "score_distilled": MiniLMEmbedder(threads=f["threads"], model=sd_path, sha256=sd_shipped["sha256"]),
-                 "e5_l6_query": E5Side(l6_query, "query")}
+                 "e5_l6_query": E5Side(l6_query, "query"), "e5_q8_query": E5Side(q8_query, "query")}
     passage_side = {"e5": E5Side(e5, "passage"), "e5_finetuned": E5Side(e5_tuned, "passage"),
                     "e5_l6_distilled": E5Side(l6_tuned, "passage"),
-                    "e5_l6_query": E5Side(e5_tuned, "passage")}  # MiniLM: both alike; the query student: its teacher
+                    "e5_l6_query": E5Side(e5_tuned, "passage"),
+                    "e5_q8_query": E5Side(e5_tuned, "passage")}  # MiniLM: both alike; the query side: the 12-layer float16
     results = {"model": f["model"], "sha256": shipped["sha256"], "seed": shipped["seed"],
                "e5_model": e5_shipped["path"], "e5_sha256": e5_shipped["sha256"], "e5_seed": e5_shipped["seed"],
                "e5_l6_model": l6_shipped["path"], "e5_l6_sha256": l6_shipped["sha256"], "e5_l6_seed": l6_shipped["seed"],
@@ -103,6 +107,7 @@ def run():
                "score_distilled_seed": sd_shipped["seed"],
                "e5_l6_query_model": lq_shipped["path"], "e5_l6_query_sha256": lq_shipped["sha256"],
                "e5_l6_query_seed": lq_shipped["seed"],
+               "e5_q8_query_model": q8_shipped["path"], "e5_q8_query_sha256": q8_shipped["sha256"],
                "sets": {}}
     for name, e in embedders.items():
         pe = passage_side.get(name, e)
@@ -115,7 +120,7 @@ def run():
         results[key] = {name: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders[name],
                                             passage_side.get(name, embedders[name]), f["convex_weight_grid"],
                                             texts_of=texts_of)
-                        for name in ("packaged", "e5_finetuned", "e5_l6_query")}
+                        for name in ("packaged", "e5_finetuned", "e5_l6_query", "e5_q8_query")}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -125,7 +130,7 @@ def run():
 
 NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small", "e5_finetuned": "e5 fine-tuned",
          "e5_l6_distilled": "e5 6-layer distilled", "score_distilled": "MiniLM ranking-distilled",
-         "e5_l6_query": "e5 6-layer query student"}
+         "e5_l6_query": "e5 6-layer query student", "e5_q8_query": "e5 fine-tuned, int8 questions"}
 
 
 def markdown(r) -> str:
@@ -147,7 +152,9 @@ def markdown(r) -> str:
             f"distilled from it, "
             f"`{r['e5_l6_model']}`, seed {r['e5_l6_seed']}); MiniLM taught to rank as it does, `{r['score_distilled_model']}`, "
             f"seed {r['score_distilled_seed']}; the 6-layer cut taught its query vectors, `{r['e5_l6_query_model']}`, "
-            f"seed {r['e5_l6_query_seed']}, questions only: its passages are the 12-layer fine-tune's). Query embedding p50 "
+            f"seed {r['e5_l6_query_seed']}, questions only: its passages are the 12-layer fine-tune's; the 12-layer "
+            f"fine-tune with int8 weights for the questions, `{r['e5_q8_query_model']}`, its float16 file for the "
+            f"passages). Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run: 5 rounds, each model all clinic questions in turn).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
                               *(f"R@1 {label}" for label in NAMES.values())], rows)

