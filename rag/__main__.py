@@ -543,21 +543,25 @@ def _voice_kb(p: dict, args):
 
 @contextlib.contextmanager
 def _llm_ready(p: dict):
-    """``(url, answering)`` of the LLM (`rag.voice.pipeline.llm_url`; ``answering``: whether it answers there,
-    `rag.llm.client.reachable`) with the turn's answer scorers already loaded (`rag.voice.pipeline.answer_models`,
+    """``(url, answering)`` of the LLM (`rag.voice.pipeline.llm_url`; ``answering``: whether it answers there, as
+    `llm_url` found when it checked, `rag.llm.client.reachable`: not asked twice) with the turn's answer scorers already loaded (`rag.voice.pipeline.answer_models`,
     the judge of LLM answers only when one answers), so that their loading is not inside a turn's deadline. The
     judge's e5 encoder (~2 s) loads while the packaged server starts (~2 s), side by side; a server that does not
     start leaves the judge loaded for nothing."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rag.llm.client import reachable
     from rag.voice.pipeline import answer_models, llm_url
 
-    local = not p["llm"]["url"]
+    local, warned = not p["llm"]["url"], []
+
+    def warn(message: str) -> None:  # llm_url warns when the server did not start or the URL does not answer
+        warned.append(message)
+        _warn(message)
+
     with ThreadPoolExecutor(1) as pool:
         loading = pool.submit(answer_models, p, True) if local else None
-        with llm_url(p, _warn) as url:
-            answering = url is not None and (local or reachable(url) is None)
+        with llm_url(p, warn) as url:
+            answering = url is not None and not warned
             if loading is not None:
                 loading.result()  # its errors (a missing encoder file) are raised here
             else:

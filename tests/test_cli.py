@@ -369,6 +369,20 @@ def test_a_question_about_one_day_hears_its_list_item(small_kb, tmp_path, capsys
         assert (code, json.loads(capsys.readouterr().out)["say"]) == (0, said)
 
 
+def test_a_configured_llm_that_does_not_answer_is_checked_once_and_named_once(small_kb, tmp_path, capsys, monkeypatch):
+    # session 55: `rag ask` asked a down --llm-url twice before the question (once to warn, once to decide whether to
+    # load the judge): a host that drops packets cost the check's timeout twice
+    from rag.llm import client
+
+    calls = []
+    real = client.reachable
+    monkeypatch.setattr(client, "reachable", lambda url, *a, **k: calls.append(url) or real(url, *a, **k))
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--llm-url",
+                         "http://127.0.0.1:9", "--cache-dir", str(tmp_path / "cache")], capsys)
+    assert code == 0 and calls == ["http://127.0.0.1:9"]
+    assert err.count("does not answer") == 1
+
+
 def test_a_missing_judge_encoder_is_one_error_before_the_question_and_no_error_with_the_llm_down(small_kb, tmp_path,
                                                                                                  capsys):
     """The judge of LLM answers (select.judge) loads its e5 encoder before the first question
