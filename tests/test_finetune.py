@@ -262,6 +262,25 @@ def test_int8_weights_quantise_each_matmul_weight_per_column_from_a_float16_copy
     assert 0 < err[:, quiet].max() < 0.02 and err[:, quiet].max() < 0.1 * err[:, 3].max()
 
 
+@pytest.mark.train   # onnx comes with the .[train] extra
+def test_fuse_attention_makes_one_node_of_each_layers_attention_and_keeps_the_vectors(tmp_path):
+    import onnx
+
+    from rag.retrieval.e5 import E5Embedder
+    from rag.train.finetune import fuse_attention
+
+    model = onnx.load(ROOT / "models/e5-heysquad-asr.onnx")
+    before = len(model.graph.node)
+    assert fuse_attention(model) == 12
+    kinds = [n.op_type for n in model.graph.node]
+    assert kinds.count("MultiHeadAttention") == 12 and "IsNaN" not in kinds and len(kinds) < before / 3
+    onnx.save(model, tmp_path / "fused.onnx")
+    texts = ["HOW LONG DOES A REFILL TAKE", "Prescription refills are processed within 3 business days.", "hi"]
+    fused, plain = E5Embedder(tmp_path / "fused.onnx"), E5Embedder(ROOT / "models/e5-heysquad-asr.onnx")
+    np.testing.assert_allclose(fused.embed_passages(texts), plain.embed_passages(texts), atol=1e-5)  # padded batch
+    assert fuse_attention(onnx.load(tmp_path / "fused.onnx")) == 0   # nothing left to fuse
+
+
 def test_mean_std_is_the_mean_and_sample_std_over_models():
     from rag.train.evaluate import FORMS, MODES, mean_std, report_table
 
