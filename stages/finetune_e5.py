@@ -15,10 +15,7 @@ Every setting is the Korean fine-tune's (stage ko_finetune), fixed before any En
 q and half copies are scored with `rag.train.evaluate.report_half` through `rag.retrieval.e5.E5Side` (the packaged
 weights, "before": q and fp32). The smallest copy of ``finetune_e5.ship_seed`` (fixed before training) whose
 fidelity is at least ``finetune_e5.min_fidelity`` is written to ``finetune_e5.model`` (committed; stage
-finetune_eval serves it); none is a RuntimeError naming the fidelities. Since session 55 (``side`` both) each seed's
-half copy is also converted to int8 MatMul weights (`rag.train.finetune.int8_weights`) and scored as the question side
-against the half copy's paragraphs (``q8_queries``: query fidelity and the report half; stage finetune_e5_q8 commits the
-shipped seed's). Writes ``finetune.metrics_dir``/e5.json
+finetune_eval serves it); none is a RuntimeError naming the fidelities. Writes ``finetune.metrics_dir``/e5.json
 (per seed and kind: fidelity, the report half's metrics, sha256, bytes; training seconds; mean and std over seeds
 of the served kind) and e5.md. Temporary exports (~0.6 GB) are removed on success and on failure.
 
@@ -52,7 +49,7 @@ def run():
     from rag.train.distill import distill_seeds, teaching_texts
     from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
     from rag.train.evaluate import report_half
-    from rag.train.finetune import half_weights, int8_weights, quantize_weights
+    from rag.train.finetune import half_weights, quantize_weights
     from rag.train.pairs import training_pairs
 
     p = params()
@@ -98,17 +95,6 @@ def run():
                              else fidelity(path, reference, train_texts, e5, f["threads"])}
                 if kind in kinds:
                     out[kind]["metrics"] = metrics(path)
-            if side == "both" and name != "before":   # the question side with int8 weights (stage finetune_e5_q8)
-                half, q8 = work / f"{name}.half.onnx", work / f"{name}.q8.onnx"
-                int8_weights(half, q8)
-                queries = E5Embedder(q8, e5, threads=f["threads"]).embed_queries(train_texts[0])
-                out["q8_queries"] = {"bytes": q8.stat().st_size, "sha256": sha256_of(q8),
-                                     "fidelity": round(float((queries * reference[0]).sum(1).mean()), 6),
-                                     "metrics": report_half(data, hc, E5Side(E5Embedder(q8, e5, threads=f["threads"]),
-                                                                             "query"),
-                                                            passage_embedder=E5Side(E5Embedder(half, e5,
-                                                                                               threads=f["threads"]),
-                                                                                    "passage"))}
             print(f"{variant}: {name}: " + ", ".join(
                 f"{kind} fidelity {v['fidelity']}"
                 + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}" if "metrics" in v else "")
@@ -137,8 +123,6 @@ def run():
                               "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's "
                                      f"vectors (training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
     results["mean_std"] = mean_std(results["models"], kind)
-    if side == "both":
-        results["mean_std_q8_queries"] = mean_std(results["models"], "q8_queries")
     keys = (("max_epochs", "teacher", "drop_rate", "val_every", *(("side", "temperature") if side == "queries" else ()))
             if objective == "distill" else ("epochs", "scale"))
     results["settings"] = {k: f[k] for k in ("seeds", *keys, "batch_size", "lr", "warmup_ratio", "weight_decay",
@@ -174,13 +158,7 @@ def run():
                    for r in results["models"])
                + ".\n\n" + report_table(results, "mean_std", lambda r: f"seed {r['seed']}",
                                          kinds=tuple(k for k in SERVABLE if k != kind) + (kind,),
-                                         before="before (packaged)" if layers is None else "before (cut, untrained)")
-               + ("" if side != "both" else "\n\nThe questions embedded by each seed's half copy with int8 MatMul "
-                  "weights (`rag.train.finetune.int8_weights`; q8_queries), the paragraphs by the half copy; query "
-                  "fidelity (mean cosine to the fp32 export's, training half's human questions): " + ", ".join(
-                      f"seed {r['seed']} {r['q8_queries']['fidelity']}" for r in results["models"]) + ".\n\n"
-                  + report_table(results, "mean_std_q8_queries", lambda r: f"seed {r['seed']}", kinds=("q8_queries",),
-                                 before="before (packaged)" if layers is None else "before (cut, untrained)")))
+                                         before="before (packaged)" if layers is None else "before (cut, untrained)"))
 
 
 main(run, options=variant_option("finetune_e5"))
