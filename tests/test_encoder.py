@@ -117,8 +117,8 @@ def test_a_fine_tuned_minilm_is_served_by_the_minilm_embedder():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"model": "e5-large"}, r"embed.model must be one of embed.encoders \['e5-heysquad', 'e5-small', 'minilm', "
-                            r"'minilm-heysquad'\], got 'e5-large'"),
+    ({"model": "e5-large"}, r"embed.model must be one of embed.encoders \['e5-heysquad', 'e5-heysquad-q8', 'e5-small', "
+                            r"'minilm', 'minilm-heysquad'\], got 'e5-large'"),
     ({"encoders": {"minilm": {"family": "bert"}}, "model": "minilm"}, r"family must be one of \('minilm', 'e5'\)"),
     ({"encoders": {"mine": {"family": "e5"}}, "model": "mine"}, "an e5 encoder or a sha256 needs a file"),
     ({"encoders": {"mine": {"file": "models/x.onnx"}}, "model": "mine"}, "give the expected sha256 of models/x.onnx"),
