@@ -544,8 +544,8 @@ def _voice_kb(p: dict, args):
 @contextlib.contextmanager
 def _llm_ready(p: dict):
     """``(url, answering)`` of the LLM (`rag.voice.pipeline.llm_url`; ``answering``: whether it answers there, as
-    `llm_url` found when it checked, `rag.llm.client.reachable`: not asked twice) with the turn's answer scorers already loaded (`rag.voice.pipeline.answer_models`,
-    the judge of LLM answers only when one answers), so that their loading is not inside a turn's deadline. The
+    `llm_url` found when it checked, `rag.llm.client.reachable`: not asked twice) with the turn's answer scorers
+    already loaded (`rag.voice.pipeline.answer_models`, the judge of LLM answers only when one answers), so that their loading is not inside a turn's deadline. The
     judge's e5 encoder (~2 s) loads while the packaged server starts (~2 s), side by side; a server that does not
     start leaves the judge loaded for nothing."""
     from concurrent.futures import ThreadPoolExecutor

@@ -109,10 +109,10 @@ PATH_PARAMS = ("voice.kb", "voice.queries", "speech.latency_questions", "select.
                "select.near_miss.*", "abstain.transfer_kb", "abstain.transfer_queries.*", "data.dest_dir",
                "ko.squad_path", "ko.data_dir", "ko.metrics_dir", "heysquad.dir", "heysquad.data_dir",
                "heysquad.metrics_dir", "ko_gen.support_model", "finetune.model", "finetune.metrics_dir",
-               "finetune_e5.model", "finetune_e5_q8.model", "finetune_e5_sentences.model", "ko_finetune.base_model", "ko_finetune.model",
-               "finetune_e5_l6.model", "finetune_e5_l6_distilled.teacher", "finetune_e5_l6_distilled.model",
-               "finetune_e5_l6_query.teacher", "finetune_e5_l6_query.model", "finetune_score_distill.teacher",
-               "finetune_score_distill.model", "finetune_score_distill_spoken.model", "select.e5_model",
+               "finetune_e5.model", "finetune_e5_q8.model", "finetune_e5_sentences.model", "ko_finetune.base_model",
+               "ko_finetune.model", "finetune_e5_l6.model", "finetune_e5_l6_distilled.teacher",
+               "finetune_e5_l6_distilled.model", "finetune_e5_l6_query.teacher", "finetune_e5_l6_query.model",
+               "finetune_score_distill.teacher", "finetune_score_distill.model", "finetune_score_distill_spoken.model", "select.e5_model",
                "data.shared_dir")
 
 

@@ -15,8 +15,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from common import ROOT, main, params
 from rag.io import sha256_of, write_json
 

@@ -64,6 +64,7 @@ def test_an_encoder_with_a_query_file_embeds_questions_with_it_and_passages_with
     q, d = embed.query_embedder().embed_one(text), embed.passage_embedder().embed_one(text)
     assert np.allclose(q, q8.embed_queries([text])[0], atol=1e-6)
     assert np.allclose(d, full.embed_passages([text])[0], atol=1e-6)
+    assert embed.query_embedder().embedder.tokenizer is embed.passage_embedder().embedder.tokenizer  # built once
     assert 0.97 < float(q @ full.embed_queries([text])[0]) < 0.99999   # int8 rounding (0.993 on average, stage log)
     assert embed.embedder_id() == (f"e5-heysquad-q8 e5 onnx sha256:{enc.sha256[:16]} "
                                    f"queries sha256:{enc.query_sha256[:16]}")
