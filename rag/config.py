@@ -151,8 +151,8 @@ def check(p: Mapping) -> None:
         get(str(p["llm"].get("local_model", DEFAULT)))  # ValueError naming the known models
 
 
-def encoder(p: Mapping, root: str | Path = "."):
-    """The English chain's encoder: ``p["embed"]["encoders"][p["embed"]["model"]]`` as a
+def encoder(p: Mapping, root: str | Path = ".", name: str | None = None):
+    """The English chain's encoder: ``p["embed"]["encoders"][p["embed"]["model"]]`` (or the entry ``name``) as a
     `rag.retrieval.embed.Encoder` (``family`` minilm | e5, ``file`` relative to ``root`` unless absolute, ``sha256``;
     e5 only, ``query_file`` / ``query_sha256``: the question side's file; an entry with no file is the packaged
     all-MiniLM-L6-v2). Raises ValueError naming ``embed.model`` for a name ``embed.encoders`` lacks, or naming the
@@ -161,9 +161,10 @@ def encoder(p: Mapping, root: str | Path = "."):
     from rag.retrieval.embed import Encoder
 
     e = p["embed"]
-    name, table = e["model"], mapping(p, "embed", "encoders")
+    name, table = e["model"] if name is None else name, mapping(p, "embed", "encoders")
     if not isinstance(name, str) or name not in table:
-        raise ValueError(f"embed.model must be one of embed.encoders {sorted(table)}, got {name!r}")
+        raise ValueError(f"{'embed.model' if e['model'] == name else 'an encoder name'} must be one of "
+                         f"embed.encoders {sorted(table)}, got {name!r}")
     entry = table[name]
     keys = ("family", "file", "sha256", "query_file", "query_sha256")
     if not isinstance(entry, Mapping) or set(entry) - set(keys):

@@ -10,8 +10,9 @@ re-wraps dvc.yaml).
 
 Every setting is the Korean fine-tune's (stage ko_finetune), fixed before any English score was seen, except
 ``max_tokens`` 256 (HeySQuAD paragraphs are longer than KorQuAD's). Each encoder is exported to ONNX (fp32), to
-8-bit weights ("q", `rag.train.finetune.quantize_weights`) and to float16-stored weights ("half",
-`rag.train.finetune.half_weights`); each copy's fidelity (`rag.train.evaluate.fidelity`, on the training half) is recorded, and the
+8-bit weights ("q", `rag.train.finetune.quantize_weights`), to float16-stored weights ("half",
+`rag.train.finetune.half_weights`) and to an int8 question side ("q8", `rag.train.finetune.int8_weights` of the half
+copy, scored with the half copy embedding the passages, as stage finetune_e5_q8 serves it); each copy's fidelity (`rag.train.evaluate.fidelity`, on the training half) is recorded, and the
 q and half copies are scored with `rag.train.evaluate.report_half` through `rag.retrieval.e5.E5Side` (the packaged
 weights, "before": q and fp32). The smallest copy of ``finetune_e5.ship_seed`` (fixed before training) whose
 fidelity is at least ``finetune_e5.min_fidelity`` is written to ``finetune_e5.model`` (committed; stage
@@ -28,7 +29,10 @@ half's texts, `rag.train.distill.teaching_texts` with ``drop_rate`` and ``val_ev
 early-stopped on the held-out even articles); with ``side: queries`` (stage finetune_e5_l6_query) the student learns
 the query texts only, also ranked against the teacher's vectors of the training half's passages (``temperature``),
 and is scored with the ``teacher`` embedding the passages: the served pair is the student for the caller's question
-and the teacher for the KB, which is embedded once, offline.
+and the teacher for the KB, which is embedded once, offline. ``ship_seed: null`` (stage finetune_e5_q8_seeds)
+measures only: no encoder is written, the half and q8 copies of each seed are scored, and the committed pair
+(``finetune_e5.model`` with ``finetune_e5_q8.model``, sha256s checked) joins as the row of ``finetune_e5.ship_seed``,
+so the mean ± std covers the shipped seed and the retrained ones.
 """
 import shutil
 import tempfile
@@ -38,8 +42,27 @@ from common import ROOT, main, params, params_error, variant_option, variant_sec
 from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import fidelity, mean_std, report_table, smallest_faithful
 
-KINDS = ("q", "half", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), the export
+KINDS = ("q", "half", "q8", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), int8 question
+                                      # side (passages by the half copy), the export
 SERVABLE = ("q", "half")        # the order of preference (smallest file first) for the committed encoder
+MEASURED = ("half", "q8")       # what a measure-only variant (``ship_seed: null``) scores
+
+
+def committed_pair(p: dict) -> tuple[Path, Path]:
+    """The committed encoder of stage finetune_e5 (``finetune_e5.model``, float16 weights) and its int8 question side
+    (``finetune_e5_q8.model``), each checked against the sha256 its stage recorded; RuntimeError naming a file that
+    differs."""
+    import json
+
+    metrics_dir = ROOT / p["finetune"]["metrics_dir"]
+    pair = []
+    for key, record in (("finetune_e5", "e5.json"), ("finetune_e5_q8", "e5_q8.json")):
+        path = ROOT / p[key]["model"]
+        shipped = json.loads((metrics_dir / record).read_text(encoding="utf-8"))["shipped"]
+        if sha256_of(path) != shipped["sha256"]:
+            raise RuntimeError(f"{p[key]['model']}: sha256 differs from {metrics_dir}/{record} shipped.sha256")
+        pair.append(path)
+    return pair[0], pair[1]
 
 
 def run():
@@ -49,14 +72,15 @@ def run():
     from rag.train.distill import distill_seeds, teaching_texts
     from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
     from rag.train.evaluate import report_half
-    from rag.train.finetune import half_weights, quantize_weights
+    from rag.train.finetune import half_weights, int8_weights, quantize_weights
     from rag.train.pairs import training_pairs
 
     p = params()
     variant, f = variant_section(p, "finetune_e5")
-    if f["ship_seed"] not in f["seeds"]:
+    ships = f["ship_seed"] is not None
+    if ships and f["ship_seed"] not in f["seeds"]:
         raise params_error(f"{variant}.ship_seed {f['ship_seed']} is not in its seeds {f['seeds']}")
-    if not isinstance(f["model"], str) or not f["model"]:
+    if ships and (not isinstance(f["model"], str) or not f["model"]):
         raise params_error(f"{variant}.model must name the encoder file to write, got {f['model']!r}")
     metrics_file = Path(f.get("metrics_file", "e5.json"))
     layers, objective = f.get("layers"), f.get("objective", "mnrl")
@@ -76,16 +100,18 @@ def run():
     with tempfile.TemporaryDirectory() as folder:   # ~0.6 GB of exports, removed on failure too
         work = Path(folder)
 
-        def metrics(path: Path) -> dict:
+        def metrics(path: Path, passages_by: Path | None = None) -> dict:
             e = E5Embedder(path, e5, threads=f["threads"])
-            passage_side = E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"]) if side == "queries" else e
+            passage_side = (E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"]) if side == "queries" else
+                            E5Embedder(passages_by, e5, threads=f["threads"]) if passages_by else e)
             return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(passage_side, "passage"))
 
-        def scored(model, name: str, kinds=SERVABLE) -> dict:
+        def scored(model, name: str, kinds=SERVABLE if ships else MEASURED) -> dict:
             fp32 = work / f"{name}.fp32.onnx"
             export_onnx(model, fp32)
             quantize_weights(fp32, work / f"{name}.q.onnx", tables=False)
             half_weights(fp32, work / f"{name}.half.onnx")
+            int8_weights(work / f"{name}.half.onnx", work / f"{name}.q8.onnx")
             e = E5Embedder(fp32, e5, threads=f["threads"])
             reference = (e.embed_queries(train_texts[0]), e.embed_passages(train_texts[1]))
             out = {}
@@ -94,7 +120,7 @@ def run():
                 out[kind] = {"bytes": path.stat().st_size, "sha256": sha256_of(path), "fidelity": 1.0 if kind == "fp32"
                              else fidelity(path, reference, train_texts, e5, f["threads"])}
                 if kind in kinds:
-                    out[kind]["metrics"] = metrics(path)
+                    out[kind]["metrics"] = metrics(path, work / f"{name}.half.onnx" if kind == "q8" else None)
             print(f"{variant}: {name}: " + ", ".join(
                 f"{kind} fidelity {v['fidelity']}"
                 + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}" if "metrics" in v else "")
@@ -113,15 +139,24 @@ def run():
         else:
             models = train_seeds(e5, rows, f, scored, variant)
         results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"], "models": models}
-        ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
-        kind = smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"finetune_e5 (seed {f['ship_seed']})")
-        out = ROOT / f["model"]
-        tmp = out.with_suffix(".tmp")
-        shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
-        tmp.replace(out)
-        results["shipped"] = {"path": f["model"], "sha256": sha256_of(out), "seed": f["ship_seed"], "kind": kind,
-                              "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 encoder's "
-                                     f"vectors (training half) is >= finetune_e5.min_fidelity {f['min_fidelity']}"}
+        if ships:
+            ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
+            kind = smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"finetune_e5 (seed {f['ship_seed']})")
+            out = ROOT / f["model"]
+            tmp = out.with_suffix(".tmp")
+            shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
+            tmp.replace(out)
+            results["shipped"] = {"path": f["model"], "sha256": sha256_of(out), "seed": f["ship_seed"], "kind": kind,
+                                  "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 "
+                                         f"encoder's vectors (training half) is >= finetune_e5.min_fidelity "
+                                         f"{f['min_fidelity']}"}
+        else:   # measure only: the committed pair joins as the shipped seed's row
+            kind = MEASURED[-1]
+            half, q8 = committed_pair(p)
+            results["models"].insert(0, {"seed": p["finetune_e5"]["ship_seed"], "committed": True,
+                                         "half": {"sha256": sha256_of(half), "metrics": metrics(half)},
+                                         "q8": {"sha256": sha256_of(q8), "metrics": metrics(q8, half)}})
+            results["mean_std_half"] = mean_std(results["models"], "half")
     results["mean_std"] = mean_std(results["models"], kind)
     keys = (("max_epochs", "teacher", "drop_rate", "val_every", *(("side", "temperature") if side == "queries" else ()))
             if objective == "distill" else ("epochs", "scale"))
@@ -151,13 +186,18 @@ def run():
     write_text(metrics_dir / metrics_file.with_suffix(".md"), "multilingual-e5-small fine-tuned on English (stage "
                f"{variant}); \"before\" is {before_is}"
                + (f"; queries by the student, passages by the teacher {f['teacher']}" if side == "queries" else "")
-               + ". Weights: q = 8-bit MatMul weights, "
-               "half = float16-stored weights with fp32 arithmetic; served: " + kind + ". Fidelity (mean cosine to the "
+               + ". Weights: q = 8-bit MatMul weights, half = float16-stored weights with fp32 arithmetic, q8 = int8 "
+               "MatMul weights (7 bits, one scale per column) and integer arithmetic for the questions, the passages "
+               "by the half copy; " + (f"served: {kind}" if ships else "measured only: nothing written to models/; "
+                                       "the committed pair (finetune_e5.model, finetune_e5_q8.model) is the row of "
+                                       f"seed {p['finetune_e5']['ship_seed']}") + ". Fidelity (mean cosine to the "
                "fp32 export's vectors, training half's questions and paragraphs): " + "; ".join(
-                   f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in SERVABLE)
-                   for r in results["models"])
-               + ".\n\n" + report_table(results, "mean_std", lambda r: f"seed {r['seed']}",
-                                         kinds=tuple(k for k in SERVABLE if k != kind) + (kind,),
+                   f"seed {r['seed']} " + ", ".join(f"{k} {r[k]['fidelity']}" for k in KINDS[:-1])
+                   for r in results["models"] if not r.get("committed"))
+               + ".\n\n" + report_table(results, "mean_std",
+                                         lambda r: f"seed {r['seed']}" + (" (committed)" if r.get("committed") else ""),
+                                         kinds=(tuple(k for k in SERVABLE if k != kind) + (kind,) if ships else
+                                                MEASURED),
                                          before="before (packaged)" if layers is None else "before (cut, untrained)"))
 
 

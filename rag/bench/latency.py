@@ -94,3 +94,50 @@ def whole_turn(index: PassageIndex, kb: Mapping[str, str], sentences, texts: Seq
                     times[step].append(ms)
                 times["turn"].append(sum(t.values()))
     return {step: summary(ms) for step, ms in times.items()}
+
+
+def _one_encoder_ms(encoder, texts: Sequence[str], passes: int, threads: int) -> list[float]:
+    """Milliseconds of each question embedded alone by ``encoder``'s query side (loaded here, as the chain serves
+    it), ``passes`` passes over ``texts`` after one untimed warm-up call. Runs in a fresh process
+    (`isolated_query_ms`)."""
+    from rag.retrieval.embed import load_sides
+
+    query_side = load_sides(encoder, threads=threads)[0]
+    query_side.embed_one("warm up")
+    return [_ms(query_side.embed_one, text)[1] for _ in range(passes) for text in texts]
+
+
+def isolated_query_ms(encoders: Mapping[str, object], baseline: str, texts: Sequence[str], rounds: int,
+                      passes: int, threads: int = 2) -> dict:
+    """Question-embedding latency of each encoder (`rag.retrieval.embed.Encoder`) as a server holds it: alone in a
+    fresh process (multiprocessing's spawn), so no other model's onnxruntime threads share the cores (in one
+    process they inflated each other's p50 2.5-3x, README). In each of ``rounds`` rounds every encoder runs once,
+    in the order given on even rounds and reversed on odd ones, so drift in the machine's load falls on all alike.
+
+    Returns ``{"encoders": {name: {"n", "p50", "p95", "round_p50": [ms per round]}}, "ratio_to_baseline": {name:
+    {"median", "min", "max", "per_round"}}}``: ms (`summary` over all rounds' calls), and each round's p50 over
+    ``baseline``'s p50 of the same round (the median of those is the reading to quote). Raises ValueError for no
+    texts, fewer than one round or pass, or a ``baseline`` not among ``encoders``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if not texts or rounds < 1 or passes < 1 or baseline not in encoders:
+        raise ValueError(f"isolated_query_ms: needs texts, rounds >= 1, passes >= 1 and baseline among "
+                         f"{sorted(encoders)}; got {len(texts)} texts, {rounds} rounds, {passes} passes, "
+                         f"baseline {baseline!r}")
+    names = list(encoders)
+    calls = {name: [] for name in names}
+    round_p50 = {name: [] for name in names}
+    context = multiprocessing.get_context("spawn")
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+                ms = pool.submit(_one_encoder_ms, encoders[name], list(texts), passes, threads).result()
+            calls[name] += ms
+            round_p50[name].append(float(np.percentile(ms, 50)))
+    ratios = {name: [a / b for a, b in zip(round_p50[name], round_p50[baseline])] for name in names}
+    return {"encoders": {name: {**summary(calls[name]), "round_p50": [round(v, 3) for v in round_p50[name]]}
+                         for name in names},
+            "ratio_to_baseline": {name: {"median": round(float(np.median(v)), 3), "min": round(min(v), 3),
+                                         "max": round(max(v), 3), "per_round": [round(x, 3) for x in v]}
+                                  for name, v in ratios.items()}}

@@ -1,0 +1,34 @@
+"""Stage query_latency (issue 14): how long the caller's question takes to embed under each encoder in
+``bench.query_encoders`` (names of ``embed.encoders``; the first is the baseline), each loaded as the chain serves it
+and alone in a fresh process (`rag.bench.latency.isolated_query_ms`), ``bench.query_rounds`` rounds in alternating
+order, ``bench.query_passes`` passes over the clinic questions (``voice.queries``, the recogniser's text) per process.
+Writes metrics/voice/query_latency.json: per encoder p50 / p95 ms and each round's p50; per encoder the median, min
+and max over rounds of its p50 / the baseline's (the goal's reading). Wall-clock on this machine: quote ratios."""
+from common import ROOT, VOICE_METRICS, main, params, params_error
+from rag import config
+from rag.bench.latency import isolated_query_ms
+from rag.io import write_json
+from rag.voice.queries import load_queries
+
+
+def run():
+    p = params()
+    b = p["bench"]
+    names = b["query_encoders"]
+    if not isinstance(names, list) or not names or len(set(names)) != len(names):
+        raise params_error(f"bench.query_encoders must list distinct embed.encoders names, got {names!r}")
+    try:
+        encoders = {name: config.encoder(p, ROOT, name) for name in names}
+    except ValueError as e:
+        raise params_error(f"bench.query_encoders: {e}") from None
+    texts = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
+    result = isolated_query_ms(encoders, names[0], texts, int(b["query_rounds"]), int(b["query_passes"]))
+    out = {"baseline": names[0], "texts": len(texts), "rounds": b["query_rounds"], "passes": b["query_passes"],
+           "threads": 2, **result}
+    write_json(VOICE_METRICS / "query_latency.json", out)
+    for name, r in out["ratio_to_baseline"].items():
+        print(f"query_latency: {name}: p50 {out['encoders'][name]['p50']} ms, {r['median']}x {names[0]} "
+              f"(rounds {r['min']}-{r['max']})")
+
+
+main(run)
