@@ -31,4 +31,5 @@ def run():
               f"(rounds {r['min']}-{r['max']})")
 
 
-main(run)
+if __name__ == "__main__":   # each encoder runs in a spawned process, which imports this file
+    main(run)
