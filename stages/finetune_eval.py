@@ -85,11 +85,13 @@ def run():
     sd_path, sd_shipped = committed(p, "finetune_score_distill", "score_distill.json")
     lq_path, lq_shipped = committed(p, "finetune_e5_l6_query", p["finetune_e5_l6_query"]["metrics_file"])
     q8_path, q8_shipped = committed(p, "finetune_e5_q8", "e5_q8.json")
+    sentence_path, sentence_shipped = committed(p, "finetune_e5_sentences", "e5_sentences.json")
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
     e5_tuned = E5Embedder(e5_path, e5.e5, threads=f["threads"])
     l6_tuned = E5Embedder(l6_path, e5.e5, threads=f["threads"])
     l6_query = E5Embedder(lq_path, e5.e5, threads=f["threads"])
     q8_query = E5Embedder(q8_path, e5.e5, threads=f["threads"])
+    sentence_e5 = E5Embedder(sentence_path, e5.e5, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
                  "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=shipped["sha256"]),
                  "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query"),
@@ -108,6 +110,7 @@ def run():
                "e5_l6_query_model": lq_shipped["path"], "e5_l6_query_sha256": lq_shipped["sha256"],
                "e5_l6_query_seed": lq_shipped["seed"],
                "e5_q8_query_model": q8_shipped["path"], "e5_q8_query_sha256": q8_shipped["sha256"],
+               "sentence_model": sentence_shipped["path"], "sentence_sha256": sentence_shipped["sha256"],
                "sets": {}}
     for name, e in embedders.items():
         pe = passage_side.get(name, e)
@@ -121,6 +124,11 @@ def run():
                                             passage_side.get(name, embedders[name]), f["convex_weight_grid"],
                                             texts_of=texts_of)
                         for name in ("packaged", "e5_finetuned", "e5_l6_query", "e5_q8_query")}
+    results["convex_hybrid_rewritten_sentences"] = {   # session 56: + the answer-sentence e5's best sentence per paragraph
+        "e5_q8_query": convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders["e5_q8_query"],
+                                     passage_side["e5_q8_query"], f["convex_weight_grid"],
+                                     texts_of=lambda qs: rewrite_queries(qs, rules),
+                                     sentence_sides=(E5Side(sentence_e5, "query"), E5Side(sentence_e5, "passage")))}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -147,6 +155,10 @@ def markdown(r) -> str:
                *(" / ".join(str(c["report_mrr@10"][form][f]) for f in fusions) for form in ("typed", "human", "machine"))]
               for key, questions in (("convex_hybrid", "raw"), ("convex_hybrid_rewritten", "rewritten"))
               for n, c in r[key].items()]
+    fourth = [[NAMES[n], "rewritten", c["weights"]["rrf_tuned"], c["weights"]["convex"],
+               " / ".join(str(c["train_mrr@10"][f]) for f in fusions),
+               *(" / ".join(str(c["report_mrr@10"][form][f]) for f in fusions) for form in ("typed", "human", "machine"))]
+              for n, c in r["convex_hybrid_rewritten_sentences"].items()]
     return (f"Fine-tuned MiniLM (`{r['model']}`, seed {r['seed']}) vs the packaged one, and multilingual-e5-small: "
             f"the packaged weights and fine-tuned on English (`{r['e5_model']}`, seed {r['e5_seed']}; cut to 6 layers and "
             f"distilled from it, "
@@ -162,7 +174,12 @@ def markdown(r) -> str:
               "min-max scores; weights (dense, BM25, phonetic) chosen from the same grid on the train half's human-ASR "
               "questions by MRR@10; HeySQuAD, raw transcripts and as the voice chain rewrites them, MRR@10:\n\n"
             + markdown_table(["dense", "questions", "RRF tuned weights", "convex weights", "train human", "report typed",
-                              "report human", "report machine"], convex))
+                              "report human", "report machine"], convex)
+            + f"\n\nThe same with a fourth list (session 56): paragraphs by the best cosine of any of their sentences "
+              f"under the answer-sentence e5 (`{r['sentence_model']}`, stage finetune_e5_sentences, also trained on the "
+              f"train half); weights (dense, BM25, phonetic, sentences), RRF as configured with 1 for the fourth:\n\n"
+            + markdown_table(["dense", "questions", "RRF tuned weights", "convex weights", "train human", "report typed",
+                              "report human", "report machine"], fourth))
 
 
 main(run)

@@ -358,6 +358,34 @@ def test_convex_hybrid_searches_each_form_as_texts_of_makes_it(tmp_path):
     assert raw["report_mrr@10"]["human"]["convex"] < 1.0
 
 
+def test_convex_hybrid_adds_a_fourth_list_of_paragraphs_by_their_best_sentence(tmp_path):
+    """With ``sentence_sides`` (finetune_eval, session 56: the answer-sentence e5), paragraphs are also ranked by the
+    best cosine of any of their sentences. Here the lexical lists miss the garbled "war saw" and "re port" and the
+    dense list ties every paragraph, so only the sentence list finds them: it gets a fourth weight, chosen on the train
+    half, and the report question is found first."""
+    from rag.io import write_jsonl
+    from rag.retrieval.search import HybridConfig
+    from rag.train.evaluate import convex_hybrid
+
+    class Flat:
+        def embed(self, texts):
+            return np.ones((len(texts), 4), np.float32) / 2
+
+    class Keys:   # a sentence encoder that hears through the recogniser: one axis per topic
+        def embed(self, texts):
+            keys = (("saw", "warsaw"), ("port",), ("rain", "rhine"), ("chopin",))
+            return np.array([[float(any(k in t.lower() for k in ks)) for ks in keys] for t in texts], np.float32)
+
+    heard = {"a": "war saw", "b": "re port", "c": "the rain"}
+    write_jsonl(tmp_path / "passages.jsonl", PASSAGES)
+    write_jsonl(tmp_path / "queries.jsonl", [{**q, "human": heard[q["id"]]} for q in QUERIES])
+    args = (tmp_path, HybridConfig(rrf_k=10, depth=4, phonetic_ngram=0), Flat(), Flat(), [0.0, 1.0])
+    three, four = convex_hybrid(*args), convex_hybrid(*args, sentence_sides=(Keys(), Keys()))
+    assert len(three["weights"]["convex"]) == 3 and three["report_mrr@10"]["human"]["convex"] < 1.0
+    assert len(four["weights"]["convex"]) == 4 and four["weights"]["convex"][3] > 0
+    assert four["train_mrr@10"]["convex"] == 1.0 and four["report_mrr@10"]["human"]["convex"] == 1.0
+
+
 def test_report_half_scores_the_given_questions_instead_of_the_report_half(tmp_path):
     """The stage finetune's cross-validation scores a held-out fold of the train half through `report_half`'s
     ``question_ids``: by default only "b" (odd article) is scored; with ids, exactly those questions, whatever half."""

@@ -43,7 +43,8 @@ def report_half(data_dir: str | Path, config: HybridConfig, embedder,
 
 
 def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_embedder, grid: Sequence[float],
-                  choose_form: str = "human", texts_of: Callable[[list[dict]], dict[str, str]] = raw_queries) -> dict:
+                  choose_form: str = "human", texts_of: Callable[[list[dict]], dict[str, str]] = raw_queries,
+                  sentence_sides: tuple | None = None) -> dict:
     """hybrid_phonetic's three lists on HeySQuAD (dense, BM25 and phonetic BM25, each its top ``config.depth``; each
     form's questions as ``texts_of`` makes them (``{id: text}``: the raw transcripts, `rag.voice.queries.raw_queries`,
     or the voice chain's rewrite, `rag.voice.queries.rewrite_queries`), after `rag.io.normalise_text`, embedded so
@@ -53,6 +54,9 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
     (`promote_exact_hit`, `promote_quoted`); RRF here matches `report_half`'s hybrid_phonetic to 4 places on HeySQuAD.
     ``embedder`` / ``passage_embedder`` as `report_half`. An encoder trained on the train half (the fine-tuned e5) has
     its weight chosen on questions it has seen: a bias towards the dense list that can only cost the report half.
+    ``sentence_sides``: (question side, sentence side) of a sentence encoder (e.g. the answer-sentence e5,
+    `rag.retrieval.e5.E5Side`) for a fourth list: paragraphs by the best cosine of any of their sentences
+    (`rag.voice.verify.split_sentences`), top ``config.depth``; its RRF weight as configured is 1.
     Returns `compare_fusions`'s dict.
     """
     from rag.io import normalise_text
@@ -60,18 +64,29 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
     passages, queries = read_prepared(data_dir)
     split = article_split(passages, queries)
     index = PassageIndex(as_passages(passages), passage_embedder.embed([r["text"] for r in passages]), config)
+    if sentence_sides is not None:
+        from rag.voice.verify import split_sentences
+
+        owner, sentences = zip(*((i, x) for i, r in enumerate(passages) for x in split_sentences(r["text"])))
+        owner, sentence_vectors = np.array(owner), sentence_sides[1].embed(list(sentences))
     lists = {}
     for source in SOURCES:
         texts = {i: normalise_text(t) for i, t in texts_of(as_transcripts(queries, source)).items()}
         ids = sorted(texts)
         vectors = embedder.embed([texts[i] for i in ids])
-        per_query = {i: (index.dense_ranking(v, config.depth), index.bm25_ranking(texts[i], config.depth),
-                         index.phonetic_ranking(texts[i], config.depth)) for i, v in zip(ids, vectors)}
-        lists[source] = {part: [{i: per_query[i][m] for i in ids if split[i] == part} for m in range(3)]
+        per_query = {i: [index.dense_ranking(v, config.depth), index.bm25_ranking(texts[i], config.depth),
+                         index.phonetic_ranking(texts[i], config.depth)] for i, v in zip(ids, vectors)}
+        if sentence_sides is not None:
+            for i, q in zip(ids, sentence_sides[0].embed([texts[i] for i in ids])):
+                best = np.full(len(passages), -np.inf)
+                np.maximum.at(best, owner, sentence_vectors @ q)
+                per_query[i].append([(int(j), float(best[j])) for j in np.argsort(-best, kind="stable")[:config.depth]])
+        n_lists = len(per_query[ids[0]])
+        lists[source] = {part: [{i: per_query[i][m] for i in ids if split[i] == part} for m in range(n_lists)]
                          for part in ("train", "report")}
+    weights = [*config.weights, config.phonetic_weight] + ([1.0] if sentence_sides is not None else [])
     return compare_fusions(lists, {q["id"]: {d: 1 for d in q["relevant"]} for q in queries},
-                           [x.id for x in index.passages], [*config.weights, config.phonetic_weight], config.rrf_k,
-                           grid, choose_form)
+                           [x.id for x in index.passages], weights, config.rrf_k, grid, choose_form)
 
 
 def compare_fusions(lists: Mapping[str, Mapping[str, Sequence[Mapping]]], qrels: Mapping[str, Mapping[str, int]],

@@ -227,7 +227,8 @@ def int8_weights(model_path: str | Path, out: str | Path) -> None:
     export or a `half_weights` copy (its float16 weights are upcast and their Casts dropped first, since
     ``quantize_dynamic`` skips a MatMul whose weight is not an initializer); an e5 export's attention is fused first
     (`fuse_attention`). For the query side of a fine-tuned e5, integer arithmetic made the 12-layer encoder's query
-    1.55x MiniLM's p50 in stage finetune_eval's run (1.15-1.30x in A/B runs) where fp32 arithmetic took 2.2x; unlike
+    1.69x MiniLM's p50 as served (stage query_latency: each encoder alone in a process) where fp32 arithmetic took
+    2.6x (in processes holding several models: 1.15-1.55x); unlike
     `quantize_weights`' 8-bit blocks (whose grid the 4-bit start weights sit on, so rounding returns most weights to
     where training began), the per-column grid keeps the fine-tune (README, "Integer arithmetic for the question").
     Raises onnx's ValidationError if the result is not a valid model."""
