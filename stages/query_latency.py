@@ -14,17 +14,24 @@ from rag.voice.queries import load_queries
 def run():
     p = params()
     b = p["bench"]
-    names = b["query_encoders"]
-    if not isinstance(names, list) or not names or len(set(names)) != len(names):
-        raise params_error(f"bench.query_encoders must list distinct embed.encoders names, got {names!r}")
     try:
-        encoders = {name: config.encoder(p, ROOT, name) for name in names}
+        names = b["query_encoders"]
+        if not isinstance(names, list) or not names or len(set(map(str, names))) != len(names):
+            raise ValueError(f"bench.query_encoders must list distinct embed.encoders names, got {names!r}")
+        rounds, passes = (config.number(p, "bench", key, int, at_least=1) for key in ("query_rounds", "query_passes"))
+        encoders = {}
+        for name in names:
+            try:
+                encoders[name] = config.encoder(p, ROOT, name)
+            except ValueError as e:
+                raise ValueError(f"bench.query_encoders: {e}") from None
+    except KeyError as e:
+        raise params_error(f"missing key bench.{e.args[0]}") from None
     except ValueError as e:
-        raise params_error(f"bench.query_encoders: {e}") from None
+        raise params_error(str(e)) from None
     texts = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
-    result = isolated_query_ms(encoders, names[0], texts, int(b["query_rounds"]), int(b["query_passes"]))
-    out = {"baseline": names[0], "texts": len(texts), "rounds": b["query_rounds"], "passes": b["query_passes"],
-           "threads": 2, **result}
+    result = isolated_query_ms(encoders, names[0], texts, rounds, passes)
+    out = {"baseline": names[0], "texts": len(texts), "rounds": rounds, "passes": passes, "threads": 2, **result}
     write_json(VOICE_METRICS / "query_latency.json", out)
     for name, r in out["ratio_to_baseline"].items():
         print(f"query_latency: {name}: p50 {out['encoders'][name]['p50']} ms, {r['median']}x {names[0]} "

@@ -138,3 +138,31 @@ def test_help_prints_the_stage_docstring_and_its_options():
     assert "Stage ko_answer_gate (issue 12; FROZEN" in done.stdout
     assert "--rechoose" in done.stdout and "choose again on the stored replies, no LLM call" in done.stdout
     assert "--params PARAMS" in done.stdout
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("query_rounds", 0, "bench.query_rounds must be a finite number >= 1, got 0"),
+    ("query_passes", True, "bench.query_passes must be a number, got True"),
+    ("query_rounds", 2.5, "bench.query_rounds must be a whole number, got 2.5"),
+    ("query_encoders", ["minilm", "minilm"], "bench.query_encoders must list distinct embed.encoders names"),
+    ("query_encoders", ["minilm", "nosuch"], "bench.query_encoders: an encoder name must be one of embed.encoders"),
+])
+def test_query_latency_names_a_bad_bench_key_before_any_timing(tmp_path, capsys, key, value, message):
+    """Stage query_latency checks its keys before it loads a model (a helper found int() taking True and 2.7, and
+    tracebacks for 0 and 'five'); nothing is written."""
+    import runpy
+
+    import yaml
+
+    p = yaml.safe_load((common.ROOT / "params.yaml").read_text())
+    p["bench"][key] = value
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
+    out = common.ROOT / "metrics" / "voice" / "query_latency.json"
+    before = out.read_bytes()
+    stage = runpy.run_path(str(common.ROOT / "stages" / "query_latency.py"))   # not as __main__: defines run only
+    with pytest.raises(SystemExit) as e:
+        common.main(stage["run"], argv=["--params", str(tmp_path / "p.yaml")])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'p.yaml'}: {message}") and err.count("\n") == 1
+    assert out.read_bytes() == before
