@@ -232,6 +232,7 @@ def int8_weights(model_path: str | Path, out: str | Path) -> None:
     `quantize_weights`' 8-bit blocks (whose grid the 4-bit start weights sit on, so rounding returns most weights to
     where training began), the per-column grid keeps the fine-tune (README, "Integer arithmetic for the question").
     Raises onnx's ValidationError if the result is not a valid model."""
+    import logging
     import tempfile
 
     import numpy as np
@@ -256,9 +257,13 @@ def int8_weights(model_path: str | Path, out: str | Path) -> None:
     with tempfile.TemporaryDirectory() as folder:
         fp32 = Path(folder) / "fp32.onnx"
         onnx.save(model, str(fp32))
-        quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         op_types_to_quantize=["MatMul"], nodes_to_quantize=weights,
-                         extra_options={"DefaultTensorType": TensorProto.FLOAT})
+        logging.disable(logging.INFO)   # quantize_dynamic logs a few lines per node on the root logger
+        try:
+            quantize_dynamic(fp32, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+                             op_types_to_quantize=["MatMul"], nodes_to_quantize=weights,
+                             extra_options={"DefaultTensorType": TensorProto.FLOAT})
+        finally:
+            logging.disable(logging.NOTSET)
     onnx.checker.check_model(str(out))
 
 
