@@ -145,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     from rag.voice.gate import GateMismatch, ThresholdError
     from rag.io import InputError, normalise_text
 
-    # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM unwinds like Ctrl-C, so a started LLM server is stopped in its `finally`; the caller's handler comes
+    # back on return (a caller that forks workers afterwards must not hand them this one: a Pool.terminate() then
+    # hung on a worker whose SIGTERM only set a flag).
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         _check_args(args)
         p = _params(args.params)
@@ -197,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while the KB is embedded or a question is answered: no traceback
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _use_llm_url(p: dict, url: str) -> None:

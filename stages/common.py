@@ -211,7 +211,7 @@ def main(fn, options=None, argv: list[str] | None = None) -> None:
     if options is not None:
         options(ap)
     _ARGS = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: a started LLM server is stopped
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: a started LLM server is stopped
     try:
         fn()
     except (InputError, ThresholdError) as e:
@@ -222,3 +222,5 @@ def main(fn, options=None, argv: list[str] | None = None) -> None:
             raise
         print(f"error: {e.filename}: {e.strerror or e}", file=sys.stderr)
         sys.exit(1)
+    finally:   # the caller's handler back (rag.__main__.main does the same: forked workers must not inherit this one)
+        signal.signal(signal.SIGTERM, previous)

@@ -409,3 +409,22 @@ def test_a_missing_judge_encoder_is_one_error_before_the_question_and_no_error_w
     assert stub.requests == []  # nothing was asked
     code, err = run_cli([*ask, "--llm-url", "http://127.0.0.1:9"], capsys)
     assert code == 0 and "error" not in err
+
+
+def test_the_cli_gives_the_callers_sigterm_handler_back(tmp_path, capsys):
+    """`main` lets SIGTERM unwind while it runs, then restores the caller's handler: a test process that kept the CLI's
+    handler handed it to the forked workers of a later multiprocessing Pool, and `Pool.terminate()` hung on a worker
+    whose SIGTERM only set a flag (a fresh clone's `make test`, session 56)."""
+    import signal
+
+    def mine(*_):
+        pass
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        (tmp_path / "kb").mkdir()
+        assert main(["ask", "--kb", str(tmp_path / "kb"), "   "]) == 2     # returns early: nothing was asked
+        assert "empty" in capsys.readouterr().err
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)
