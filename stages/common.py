@@ -224,3 +224,20 @@ def main(fn, options=None, argv: list[str] | None = None) -> None:
         sys.exit(1)
     finally:   # the caller's handler back (rag.__main__.main does the same: forked workers must not inherit this one)
         signal.signal(signal.SIGTERM, previous)
+
+
+def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
+    """Path of the encoder ``p[key]["model"]`` and the ``shipped`` record (path, sha256, seed) that ``train_json``
+    (in ``finetune.metrics_dir``) holds for it; InputError if the encoder is missing or its sha256 differs."""
+    import json
+
+    from rag.io import InputError, sha256_of
+
+    f = p[key]
+    record = json.loads((ROOT / p["finetune"]["metrics_dir"] / train_json).read_text(encoding="utf-8"))["shipped"]
+    path = ROOT / f["model"]
+    if not path.exists():
+        raise InputError(f"{f['model']}: missing (stage {key} writes it; it is committed in git)")
+    if sha256_of(path) != record["sha256"]:
+        raise InputError(f"{f['model']}: sha256 differs from {p['finetune']['metrics_dir']}/{train_json} shipped.sha256")
+    return path, record

@@ -38,7 +38,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from common import ROOT, main, params, params_error, variant_option, variant_section
+from common import ROOT, committed, main, params, params_error, variant_option, variant_section
 from rag.io import sha256_of, write_json, write_text
 from rag.train.evaluate import fidelity, mean_std, report_table, smallest_faithful
 
@@ -46,23 +46,6 @@ KINDS = ("q", "half", "q8", "fp32")   # 8-bit MatMul weights, float16-stored wei
                                       # side (passages by the half copy), the export
 SERVABLE = ("q", "half")        # the order of preference (smallest file first) for the committed encoder
 MEASURED = ("half", "q8")       # what a measure-only variant (``ship_seed: null``) scores
-
-
-def committed_pair(p: dict) -> tuple[Path, Path]:
-    """The committed encoder of stage finetune_e5 (``finetune_e5.model``, float16 weights) and its int8 question side
-    (``finetune_e5_q8.model``), each checked against the sha256 its stage recorded; RuntimeError naming a file that
-    differs."""
-    import json
-
-    metrics_dir = ROOT / p["finetune"]["metrics_dir"]
-    pair = []
-    for key, record in (("finetune_e5", "e5.json"), ("finetune_e5_q8", "e5_q8.json")):
-        path = ROOT / p[key]["model"]
-        shipped = json.loads((metrics_dir / record).read_text(encoding="utf-8"))["shipped"]
-        if sha256_of(path) != shipped["sha256"]:
-            raise RuntimeError(f"{p[key]['model']}: sha256 differs from {metrics_dir}/{record} shipped.sha256")
-        pair.append(path)
-    return pair[0], pair[1]
 
 
 def run():
@@ -152,7 +135,8 @@ def run():
                                          f"{f['min_fidelity']}"}
         else:   # measure only: the committed pair joins as the shipped seed's row
             kind = MEASURED[-1]
-            half, q8 = committed_pair(p)
+            half, q8 = (committed(p, key, record)[0] for key, record in
+                        (("finetune_e5", "e5.json"), ("finetune_e5_q8", "e5_q8.json")))
             results["models"].insert(0, {"seed": p["finetune_e5"]["ship_seed"], "committed": True,
                                          "half": {"sha256": sha256_of(half), "metrics": metrics(half)},
                                          "q8": {"sha256": sha256_of(q8), "metrics": metrics(q8, half)}})

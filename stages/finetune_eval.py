@@ -17,13 +17,13 @@ questions, 5 rounds of each model in turn: `timing.one_query_ms`). Writes ``fine
 import json
 from pathlib import Path
 
-from common import ROOT, check_weight_grid, main, params
+from common import ROOT, check_weight_grid, committed, main, params
 from rag import config
 from rag.bench.compare import markdown_table
 from rag.bench.heysquad import as_passages, read_prepared
 from rag.train.evaluate import convex_hybrid, report_half
 from rag.eval.evaluate import doc_runs, embed_texts, retrieval_metrics
-from rag.io import InputError, sha256_of, write_json, write_text
+from rag.io import write_json, write_text
 from rag.retrieval.chunk import chunk_folder
 from rag.retrieval.e5 import BASE_MODEL, E5Embedder, E5Side
 from rag.retrieval.embed import MiniLMEmbedder
@@ -60,19 +60,6 @@ def kb_metrics(p, embedder, passage_embedder) -> dict:
                 queries, doc_runs(index, texts, mode, vectors), ks=(1, 3, 10)).items() if m in METRICS}
                 for mode in MODES}
     return out
-
-
-def committed(p, key: str, train_json: str) -> tuple[Path, dict]:
-    """Path of the encoder ``p[key]["model"]`` and the ``shipped`` record (path, sha256, seed) that ``train_json``
-    (in ``finetune.metrics_dir``) holds for it; InputError if the encoder is missing or its sha256 differs."""
-    f = p[key]
-    record = json.loads((ROOT / p["finetune"]["metrics_dir"] / train_json).read_text(encoding="utf-8"))["shipped"]
-    path = ROOT / f["model"]
-    if not path.exists():
-        raise InputError(f"{f['model']}: missing (stage {key} writes it; it is committed in git)")
-    if sha256_of(path) != record["sha256"]:
-        raise InputError(f"{f['model']}: sha256 differs from {p['finetune']['metrics_dir']}/{train_json} shipped.sha256")
-    return path, record
 
 
 def run():
