@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.kb = CLINIC_KB
             if track == "ko":
                 _check_ko_args(question, args)
-            if args.say and Path(args.say).is_dir():  # checked before the turn is answered or kept in memory
-                raise InputError(f"--say {args.say}: a folder; give the WAV file to write")
+            if args.say:  # checked before the turn is answered or kept in memory
+                _check_output_file("--say", args.say, "the WAV file")
             return _ask_ko(question, p, args) if track == "ko" else _ask_voice(question, p, args, heard)
         if args.command == "chat":
             return _chat(p, args)
@@ -248,6 +248,17 @@ def _check_ko_args(question: str, args) -> None:
         voice_only.append("--gate")
     if voice_only:
         raise InputError(f"{', '.join(voice_only)}: for the voice track (English) only")
+
+
+def _check_output_file(option: str, path: str, what: str) -> None:
+    """Before any work: ``path`` (the value of ``option``) can name a file to write: not empty, not a folder, not under
+    a file (missing folders are made when it is written). Raises InputError naming the option and ``what`` it wants."""
+    from rag.io import InputError
+
+    if not path.strip() or Path(path).is_dir():
+        raise InputError(f"{option} {path!r}: {'a folder' if path.strip() else 'empty'}; give {what}")
+    if any(d.exists() and not d.is_dir() for d in Path(path).parents):
+        raise InputError(f"{option} {path!r}: lies under a file")
 
 
 def _params(path: str) -> dict:
@@ -397,12 +408,7 @@ def _run(p: dict, args) -> int:
     from rag.voice.pipeline import run_chain
 
     if args.save_gate is not None:  # checked before the run, not after it
-        from rag.io import InputError
-
-        if Path(args.save_gate).is_dir() or not args.save_gate.strip():
-            raise InputError(f"--save-gate {args.save_gate!r}: give the file to write the gate to, not a folder")
-        if any(d.exists() and not d.is_dir() for d in Path(args.save_gate).parents):
-            raise InputError(f"--save-gate {args.save_gate!r}: lies under a file")
+        _check_output_file("--save-gate", args.save_gate, "the file to write the gate to")
     result = run_chain(args.kb, args.queries, p, _gate(args), args.cache_dir, progress=True, warn=_warn)
     if args.save_gate:
         from rag.io import InputError, write_json
@@ -624,7 +630,12 @@ def _ask_voice(question: str, p: dict, args, heard=None) -> int:
     if args.say:
         from rag.voice.tts import speak
 
-        spoken = speak(out["say"], args.say)
+        try:
+            spoken = speak(out["say"], args.say)
+        except OSError as e:   # a folder it may not write (/proc): nothing was written, the answer not yet shown
+            from rag.io import InputError
+
+            raise InputError(f"--say {args.say}: {e.strerror or e}") from None
         out.update(say_wav=str(spoken.path), say_audio_s=spoken.audio_s, tts_ms=spoken.synth_ms,
                    tts_first_audio_ms=spoken.first_audio_ms)
     if args.json:

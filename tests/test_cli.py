@@ -105,7 +105,7 @@ def test_a_gate_fitted_on_your_questions_is_saved_and_reused(small_kb, tmp_path,
     asked = json.loads(capsys.readouterr().out)
     assert asked["tau"] == saved["tau"] and asked["status"] == "refused"
     assert main(["run", str(small_kb), str(queries), "--save-gate", str(tmp_path)]) == 2  # a folder: before any work
-    assert capsys.readouterr().err == f"error: --save-gate {str(tmp_path)!r}: give the file to write the gate to, not a folder\n"
+    assert capsys.readouterr().err == f"error: --save-gate {str(tmp_path)!r}: a folder; give the file to write the gate to\n"
     assert main(["run", str(small_kb), str(queries), "--save-gate", str(queries / "g.json")]) == 2
     assert capsys.readouterr().err == f"error: --save-gate {str(queries / 'g.json')!r}: lies under a file\n"
 
@@ -246,7 +246,16 @@ def test_say_into_a_folder_exits_2_before_the_turn_is_kept(small_kb, tmp_path, c
     # before: the turn was answered and kept in memory, then IsADirectoryError from deep inside
     code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--session", "s1",
                          "--say", str(tmp_path), "--cache-dir", str(tmp_path / "cache")], capsys)
-    assert (code, err) == (2, f"error: --say {tmp_path}: a folder; give the WAV file to write\n")
+    assert (code, err) == (2, f"error: --say {str(tmp_path)!r}: a folder; give the WAV file\n")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_say_under_a_file_exits_2_before_the_turn_is_kept(small_kb, tmp_path, capsys):
+    # before: the answer was printed, then a FileExistsError traceback (exit 1)
+    under = small_kb / next(p.name for p in small_kb.iterdir()) / "out.wav"
+    code, err = run_cli(["ask", "what time do you open on saturday", "--kb", str(small_kb), "--session", "s1",
+                         "--say", str(under), "--cache-dir", str(tmp_path / "cache")], capsys)
+    assert (code, err) == (2, f"error: --say {str(under)!r}: lies under a file\n")
     assert not (tmp_path / "cache").exists()
 
 

@@ -275,6 +275,19 @@ def test_with_antecedent_reads_only_kb_sentences_that_point_back():
     assert with_antecedent("It is free.", "d", index, most=2) == ["It has a bus stop.", "It is free."]
 
 
+def test_a_sentence_ending_on_those_is_said_with_the_one_before_it():
+    # a new-user pass (session 57): "We can recommend another shop for those." was said alone
+    from rag.retrieval.sentences import SentenceIndex
+    from rag.voice.answer import with_antecedent
+
+    rows = [("d", 0, "We do not repair electric bikes."), ("d", 1, "We can recommend another shop for those."),
+            ("d", 2, "We sell these helmets for $30."), ("d", 3, "Ask us about these!")]
+    index = SentenceIndex(rows, [[1.0] + [0.0] * 383] * len(rows))
+    assert with_antecedent(rows[1][2], "d", index) == [rows[0][2], rows[1][2]]
+    assert with_antecedent(rows[2][2], "d", index) == [rows[2][2]]        # "these" before a noun names it
+    assert with_antecedent(rows[3][2], "d", index) == [rows[2][2], rows[3][2]]
+
+
 def test_a_pick_said_with_its_antecedent_takes_the_best_cosine_of_what_is_said():
     """answer.min_sentence_cosine judges what is said: a follow-up's pronoun sentence far from the query whose
     antecedent is close is not refused for its own cosine (found by a bad-input pass on a bike shop KB)."""
@@ -313,3 +326,40 @@ def test_a_params_file_replaces_the_clinics_tables_instead_of_merging_into_them(
         f = json.loads(out)["final"]
         finals[name] = (round(f["factual_accuracy"] * 27), f["grounded_wrong_said"], f["answerable_refused"])
     assert finals == {"clinic tables": (19, 6, 2), "tables off": (20, 5, 2)}
+
+
+def test_an_llm_that_accepts_and_never_replies_is_asked_once_not_per_question(museum, capsys):
+    # a new-user pass (session 57): after the start-up warning `run` still sent every question to a server that
+    # accepts connections and never replies, each waiting out the client's timeout (8 questions: 24 s against 1.7 s)
+    import socket
+    import threading
+
+    kb, questions, cache = museum
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted, stop = [], threading.Event()
+
+    def accept():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])   # held open, never answered
+            except TimeoutError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        code, out, err = cli(["run", str(kb), str(questions), "--llm-url", url, "--cache-dir", str(cache), "--json"],
+                             capsys)
+    finally:
+        stop.set()
+        thread.join()
+        for c in accepted:
+            c.close()
+        listener.close()
+    assert code == 0 and f"warning: the LLM at {url} does not answer (ReadTimeout)" in err
+    assert len(accepted) == 1                      # the start-up check only
+    rows = {r["id"]: r for r in json.loads(out)["answers"]}
+    assert {q: r["say"] for q, r in rows.items() if r["status"] == "extractive"} == SAID
+    assert {r["llm_error"] for r in rows.values() if r["status"] == "extractive"} == {"unreachable"}

@@ -172,13 +172,17 @@ def quoted(query: str, texts: Sequence[str]) -> list[bool]:
     return [bool(asked) and any(same_number(a, b) for a in asked for b in identifiers(t)) for t in texts]
 
 
-# A sentence opening with a pronoun that points back names no subject when read alone ("It takes about 90 minutes.").
-POINTS_BACK = re.compile(r"(?:It|Its|They|Their|Them|This|That|These|Those|He|His|She|Her)\b")
+# A sentence opening with a pronoun that points back names no subject when read alone ("It takes about 90 minutes."),
+# nor does one ending on a demonstrative that stands for things named before it ("We can recommend another shop for
+# those.": a new-user pass, session 57).
+POINTS_BACK = re.compile(r"(?:It|Its|They|Their|Them|This|That|These|Those|He|His|She|Her)\b|.*\b(?:these|those)\W*$",
+                         re.IGNORECASE)
 
 
 def with_antecedent(sentence: str, doc: str, sentences: SentenceIndex, most: int = 3) -> list[str]:
     """The sentences to say for ``sentence`` of ``doc``, in document order: the sentence itself, preceded, while the
-    first of them opens with a pronoun that points back (`POINTS_BACK`: "It takes about 90 minutes."), by the
+    first of them opens with a pronoun that points back or ends on "these" / "those" (`POINTS_BACK`: "It takes about
+    90 minutes.", "We can recommend another shop for those."), by the
     sentence before it in the document, up to ``most`` sentences ("A basic tune-up costs $60. It takes about 90
     minutes."): all the document's own words, verbatim. A sentence that is not one of the document's (a free LLM
     answer) or that opens the document stays alone. Limits: `rag.voice.verify.split_sentences` drops headings, so

@@ -107,8 +107,8 @@ def step_threshold(per_query: Sequence[dict], p: Mapping, fitted_on: Mapping) ->
 
 @contextlib.contextmanager
 def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
-    """Yield the LLM base URL: ``llm.url`` if set (``warn`` is told when nothing answers there,
-    `rag.llm.client.reachable`), else a local llama.cpp server started here and stopped (by PID) on exit, errors
+    """Yield the LLM base URL: ``llm.url`` if set (with ``warn``: checked once, `rag.llm.client.reachable`; when
+    nothing answers there ``warn`` is told and None is yielded, so no question waits on it), else a local llama.cpp server started here and stopped (by PID) on exit, errors
     included, serving ``llm.local_model`` (`rag.llm.registry`) with ``llm.n_parallel`` slots (1 when the key is
     absent; `rag.llm.server.LocalServer.from_params`) on ``llm.server``'s build. Yields None when the local server fails
     to start, its model is missing or corrupt, or its build cannot run here (and says why through ``warn``, the pip command included), so the answer step falls back
@@ -118,9 +118,11 @@ def llm_url(p: Mapping, warn: Callable[[str], None] | None = None):
             from rag.llm.client import reachable
 
             why = reachable(p["llm"]["url"])
-            if why:
+            if why:   # then no question waits on it (a server that accepts and never replies cost each its timeout)
                 warn(f"the LLM at {config.without_credentials(p['llm']['url'])} does not answer ({why}); every answer "
                      "will be a verified KB sentence or a refusal")
+                yield None
+                return
         yield p["llm"]["url"]
         return
     from rag.llm.server import LocalServer
