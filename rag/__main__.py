@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             track = args.track or ("ko" if _HANGUL.search(question) else "voice")
             if track == "voice" and args.kb is None:
                 args.kb = CLINIC_KB
+                print(f"note: no --kb: answering from the example clinic KB ({CLINIC_KB})", file=sys.stderr)
             if track == "ko":
                 _check_ko_args(question, args)
             if args.say:  # checked before the turn is answered or kept in memory
@@ -451,7 +452,7 @@ def _explain(row: dict) -> None:
 
 def _summary(result: dict) -> str:
     f = result["final"]
-    lines = [f"{f['n_queries']} questions: {f['n_llm']} llm, {f['n_extractive']} extractive, {f['n_refused']} refused"]
+    lines = [f"{f['n_queries']} question{'' if f['n_queries'] == 1 else 's'}: {f['n_llm']} llm, {f['n_extractive']} extractive, {f['n_refused']} refused"]
     if f["reasons"]:
         lines.append("reasons: " + ", ".join(f"{k} {v}" for k, v in f["reasons"].items()))
     if "factual_accuracy" in f:

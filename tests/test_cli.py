@@ -437,3 +437,12 @@ def test_the_cli_gives_the_callers_sigterm_handler_back(tmp_path, capsys):
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_ask_without_kb_says_which_kb_answers(tmp_path, capsys):
+    # a new-user pass (session 57): `ask` without --kb answered from the clinic KB and nothing said so
+    from rag.__main__ import CLINIC_KB
+
+    code, err = run_cli(["ask", "are you open on sunday", "--llm-url", "http://127.0.0.1:9",
+                         "--cache-dir", str(tmp_path)], capsys)
+    assert code == 0 and f"note: no --kb: answering from the example clinic KB ({CLINIC_KB})\n" in err
