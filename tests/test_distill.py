@@ -108,3 +108,35 @@ def test_a_query_student_learns_how_its_teacher_ranks_fixed_passages():
     assert min(distances) < history["val_distance_before"]
     assert history["best_epoch"] == 1 + distances.index(min(distances))
     assert agreement(model) >= agreement(bert_from_e5(e5, [0, 11]))
+
+
+@pytest.mark.train
+def test_a_cut_can_start_from_an_exported_fine_tunes_own_weights(tmp_path):
+    import torch
+
+    from rag.train.e5 import bert_from_e5, embeddings_numpy, export_onnx
+    from rag.train.finetune import half_weights
+
+    e5 = read_e5()
+    tok = E5Tokenizer(e5)
+    tuned = bert_from_e5(e5)   # a stand-in fine-tune: every weight but the word table moved by seeded noise
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, w in tuned.named_parameters():
+            if "word_embeddings" not in name:
+                w.add_(0.02 * torch.randn_like(w))
+    export_onnx(tuned, tmp_path / "tuned.onnx")
+    half_weights(tmp_path / "tuned.onnx", tmp_path / "tuned.half.onnx")
+    texts = [QUERY + f"when was the {t} built" for t in TOPICS[:4]]
+    packaged = embeddings_numpy(bert_from_e5(e5), tok, texts, 32)
+    for start, least in (("tuned.onnx", 0.99999), ("tuned.half.onnx", 0.999)):   # float16-stored weights round
+        again = embeddings_numpy(bert_from_e5(e5, start=tmp_path / start), tok, texts, 32)
+        want = embeddings_numpy(tuned, tok, texts, 32)
+        assert (again * want).sum(1).min() > least
+        assert (packaged * want).sum(1).max() < 0.999        # so the start weights are the fine-tune's, not e5's
+    tuned.encoder.layer = torch.nn.ModuleList(tuned.encoder.layer[i] for i in (0, 5, 11))
+    cut = embeddings_numpy(bert_from_e5(e5, [0, 5, 11], tmp_path / "tuned.onnx"), tok, texts, 32)
+    assert (cut * embeddings_numpy(tuned, tok, texts, 32)).sum(1).min() > 0.99999
+    export_onnx(tuned, tmp_path / "three_layers.onnx")    # 3 layers cannot start a 12-layer model
+    with pytest.raises(KeyError, match="three_layers.onnx: weights not matched: missing \[.encoder.layer.10"):
+        bert_from_e5(e5, start=tmp_path / "three_layers.onnx")

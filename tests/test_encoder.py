@@ -42,8 +42,9 @@ def test_the_default_is_the_packaged_minilm_the_shipped_gate_was_fitted_on():
 def test_each_encoder_file_is_committed_with_the_sha256_its_training_stage_recorded():
     e5 = json.loads((ROOT / "metrics/finetune/e5.json").read_text())["shipped"]["sha256"]
     q8 = json.loads((ROOT / "metrics/finetune/e5_q8.json").read_text())["shipped"]
+    l10 = json.loads((ROOT / "metrics/finetune/e5_l10_query.json").read_text())
     records = {"minilm-heysquad": json.loads((ROOT / "metrics/finetune/train.json").read_text())["shipped"]["sha256"],
-               "e5-heysquad": e5, "e5-heysquad-q8": e5,
+               "e5-heysquad": e5, "e5-heysquad-q8": e5, "e5-heysquad-l10-q8": e5,
                "e5-small": json.loads((ROOT / "models/ko-support.json").read_text())["e5_sha256"]}
     for name, entry in P["embed"]["encoders"].items():
         if "file" in entry:
@@ -53,6 +54,10 @@ def test_each_encoder_file_is_committed_with_the_sha256_its_training_stage_recor
     assert (entry["query_file"], entry["query_sha256"]) == (q8["path"], q8["sha256"]) == (
         entry["query_file"], sha256_of(ROOT / entry["query_file"]))
     assert q8["source_sha256"] == e5
+    entry = P["embed"]["encoders"]["e5-heysquad-l10-q8"]   # the 10-layer student: the teacher's passages
+    assert (entry["query_file"], entry["query_sha256"]) == (l10["shipped"]["path"], l10["shipped"]["sha256"]) == (
+        entry["query_file"], sha256_of(ROOT / entry["query_file"]))
+    assert l10["settings"]["teacher"] == P["embed"]["encoders"]["e5-heysquad"]["file"]
 
 
 def test_an_encoder_with_a_query_file_embeds_questions_with_it_and_passages_with_its_file():
@@ -118,7 +123,7 @@ def test_a_fine_tuned_minilm_is_served_by_the_minilm_embedder():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"model": "e5-large"}, r"embed.model must be one of embed.encoders \['e5-heysquad', 'e5-heysquad-q8', 'e5-small', "
+    ({"model": "e5-large"}, r"embed.model must be one of embed.encoders \['e5-heysquad', 'e5-heysquad-l10-q8', 'e5-heysquad-q8', 'e5-small', "
                             r"'minilm', 'minilm-heysquad'\], got 'e5-large'"),
     ({"encoders": {"minilm": {"family": "bert"}}, "model": "minilm"}, r"family must be one of \('minilm', 'e5'\)"),
     ({"encoders": {"mine": {"family": "e5"}}, "model": "mine"}, "an e5 encoder or a sha256 needs a file"),

@@ -175,6 +175,24 @@ def test_the_committed_int8_question_side_matches_its_sha256_and_ranks_against_t
     assert 0.98 < float(q @ full.embed_queries(["HOW LONG DOES A REFILL TAKE"])[0]) < 0.99999
 
 
+def test_the_committed_10_layer_question_side_matches_its_sha256_and_ranks_against_the_teachers_passages():
+    from rag.retrieval.e5 import E5Embedder
+
+    record = json.loads((ROOT / "metrics/finetune/e5_l10_query.json").read_text())
+    shipped = record["shipped"]
+    path, teacher = ROOT / shipped["path"], ROOT / record["settings"]["teacher"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == shipped["sha256"]
+    assert (shipped["kind"], record["settings"]["layers"]) == ("q8", [0, 1, 2, 4, 5, 6, 7, 9, 10, 11])
+    assert path.stat().st_size < 0.5 * teacher.stat().st_size     # 10 int8 layers against 12 float16 ones
+    student, full = E5Embedder(path), E5Embedder(teacher)
+    q = student.embed_queries(["HOW LONG DOES A REFILL TAKE"])[0]
+    refill, hours = full.embed_passages(["Prescription refills are processed within 3 business days.",
+                                         "We are open 8:30 to 6 on weekdays."])
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+    assert q @ refill > q @ hours + 0.05
+    assert 0.95 < float(q @ full.embed_queries(["HOW LONG DOES A REFILL TAKE"])[0]) < 0.99999   # taught, not copied
+
+
 def test_the_committed_korean_e5_encoder_matches_its_sha256_and_ranks_the_answering_passage_first():
     from rag.retrieval.e5 import E5Embedder
 

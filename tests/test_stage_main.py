@@ -166,3 +166,27 @@ def test_query_latency_names_a_bad_bench_key_before_any_timing(tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path / 'p.yaml'}: {message}") and err.count("\n") == 1
     assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"serve": "fastest"}, "finetune_e5_l10_query.serve must be smallest, or q8 with side queries; got 'fastest'"),
+    ({"side": "both"}, "finetune_e5_l10_query.serve must be smallest, or q8 with side queries; got 'q8' with 'both'"),
+    ({"start": "models/no-such.onnx"}, "finetune_e5_l10_query.start: no encoder file "),
+])
+def test_finetune_e5_names_a_bad_start_or_serve_before_any_data_or_training(tmp_path, change, message):
+    """The keys session 57 added for stage finetune_e5_l10_query (frozen; retraining needs make train) are checked
+    first: one line naming the params file, exit 1, nothing written."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    p = yaml.safe_load((common.ROOT / "params.yaml").read_text())
+    p["finetune_e5_l10_query"].update(change)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
+    out = common.ROOT / "metrics" / "finetune" / "e5_l10_query.json"
+    before = out.read_bytes()
+    r = subprocess.run([sys.executable, str(common.ROOT / "stages" / "finetune_e5.py"), "--variant",
+                        "finetune_e5_l10_query", "--params", str(tmp_path / "p.yaml")], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.startswith(f"error: {tmp_path / 'p.yaml'}: {message}")
+    assert r.stderr.count("\n") == 1 and out.read_bytes() == before

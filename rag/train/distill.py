@@ -15,6 +15,7 @@ import copy
 import math
 import random
 import time
+from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -92,7 +93,7 @@ def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np
             val_texts: Sequence[str], val_targets: np.ndarray, seed: int, max_epochs: int = 10,
             batch_size: int = 32, lr: float = 1e-4, warmup_ratio: float = 0.1, weight_decay: float = 0.01,
             threads: int = 2, max_tokens: int = 512, passage_targets: np.ndarray | None = None,
-            temperature: float = 0.01):
+            temperature: float = 0.01, start: str | Path | None = None):
     """Train e5-small cut to ``layers`` so that its mean-pooled unit vector of each (already prefixed) text in
     ``texts`` matches the row of ``targets`` ((n, 384) float32 unit rows: the teacher's vectors of the same texts),
     minimising the mean cosine distance; AdamW, linear warm-up over ``warmup_ratio`` of all ``max_epochs``' steps then
@@ -106,7 +107,8 @@ def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np
     Retriever Online Efficiency"): each text's loss adds the KL divergence from the teacher's softmax over the
     passages (its cosines / ``temperature``) to the student's, so the student is taught how the teacher *ranks*
     these fixed passage vectors, not only where its vector lies; the served pair is then the student for queries
-    and the teacher for passages.
+    and the teacher for passages. ``start``: an `rag.train.e5.export_onnx` encoder whose weights the student starts
+    from before the cut (`bert_from_e5`), e.g. the teacher itself; None: the packaged e5-small.
 
     Returns ``(model, {"epochs": [{"epoch", "train_distance", "val_distance", "seconds"}], "best_epoch",
     "val_distance_before"})``. Raises ValueError for no texts, no validation texts, row counts that differ from the
@@ -121,7 +123,7 @@ def distill(e5: E5File, layers: Sequence[int], texts: Sequence[str], targets: np
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     tokenizer = E5Tokenizer(e5)
-    model = bert_from_e5(e5, layers)
+    model = bert_from_e5(e5, layers, start)
     model.embeddings.word_embeddings.weight.requires_grad_(False)
     lengths = [len(ids) for ids in tokenizer.content_ids(list(texts))]
     target = torch.from_numpy(np.asarray(targets, dtype=np.float32))
@@ -195,7 +197,8 @@ def prefixed_with_targets(teacher: E5Embedder, texts: Mapping[str, Sequence[str]
 def distill_seeds(e5: E5File, teacher: E5Embedder, texts: Mapping[str, Mapping[str, Sequence[str]]],
                   settings: Mapping, scored: Callable[[object, str], dict], log: str) -> list[dict]:
     """One `distill` student per seed in ``settings["seeds"]`` (with its ``layers``, ``max_epochs``, ``batch_size``,
-    ``lr``, ``warmup_ratio``, ``weight_decay``, ``threads``, ``max_tokens``), taught by ``teacher`` on
+    ``lr``, ``warmup_ratio``, ``weight_decay``, ``threads``, ``max_tokens`` and optionally ``start``, a path: see
+    `distill`), taught by ``teacher`` on
     ``texts["train"]`` and stopped early on ``texts["val"]`` (`teaching_texts`' shape), each passed to
     ``scored(model, "seed{n}")`` before the next is trained. With ``settings["side"]`` "queries" (default "both")
     the student learns the query texts only, ranked against the teacher's vectors of the training passages
@@ -219,7 +222,8 @@ def distill_seeds(e5: E5File, teacher: E5Embedder, texts: Mapping[str, Mapping[s
         model, history = distill(e5, settings["layers"], train, train_targets, val, val_targets, seed,
                                  settings["max_epochs"], settings["batch_size"], settings["lr"],
                                  settings["warmup_ratio"], settings["weight_decay"], settings["threads"],
-                                 settings["max_tokens"], passages, settings.get("temperature", 0.01))
+                                 settings["max_tokens"], passages, settings.get("temperature", 0.01),
+                                 settings.get("start"))
         out.append({"seed": seed, "texts": len(train), "val_texts": len(val), "dropped": dropped + val_dropped,
                     "train_s": round(time.perf_counter() - t0, 1), "history": history,
                     **scored(model, f"seed{seed}")})

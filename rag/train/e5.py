@@ -23,13 +23,53 @@ E5_SCALE = 100.0    # e5's own contrastive temperature, 0.01 (Wang et al. 2022, 
                     # Contrastive Pre-training"): its cosines live in a narrow band (~0.7-0.9), which x 20 flattens
 
 
-def bert_from_e5(e5: E5File, layers: Sequence[int] | None = None):
+def onnx_bert_weights(path: str | Path) -> dict[str, np.ndarray]:
+    """The weights of an encoder written by `export_onnx` (fp32, or float16-stored by
+    `rag.train.finetune.half_weights`) as fp32 arrays under ``transformers.BertModel``'s state-dict names: the named
+    initializers (``bert.`` prefix dropped) as they are, and each MatMul's weight (anonymous in the export, stored
+    ``(in, out)``) named after the bias its output is added to, transposed to ``torch.nn.Linear``'s ``(out, in)``.
+    The word-embedding table is not in such a file (`rag.retrieval.e5.E5File` supplies it).
+
+    Raises KeyError for a MatMul weight with no named bias after it, or a name given twice."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path)).graph
+    arrays = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in graph.initializer}
+    made_by = {out: node for node in graph.node for out in node.output}
+    used_by: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            used_by.setdefault(name, []).append(node)
+    out = {name.removeprefix("bert."): a for name, a in arrays.items() if name.startswith("bert.")}
+    for node in graph.node:
+        if node.op_type != "MatMul":
+            continue
+        weight = node.input[1]
+        if weight not in arrays and weight in made_by and made_by[weight].op_type == "Cast":
+            weight = made_by[weight].input[0]
+        if weight not in arrays:
+            continue   # attention's own products (query x key, weights x value)
+        bias = [i for n in used_by.get(node.output[0], []) if n.op_type == "Add" for i in n.input
+                if i.startswith("bert.") and i.endswith(".bias")]
+        if len(bias) != 1:
+            raise KeyError(f"{path}: MatMul {node.name or node.output[0]}: no single named bias after it ({bias})")
+        name = bias[0].removeprefix("bert.").removesuffix(".bias") + ".weight"
+        if name in out:
+            raise KeyError(f"{path}: {name} given twice")
+        out[name] = np.ascontiguousarray(arrays[weight].T)
+    return out
+
+
+def bert_from_e5(e5: E5File, layers: Sequence[int] | None = None, start: str | Path | None = None):
     """A ``transformers.BertModel`` (eval mode, fp32) holding the file's weights, Q4_0 ones dequantised; with
     ``layers`` (indices into the file's 12, ascending) only those transformer layers, stacked in that order (a cut
     model initialised from the full one's layers, as DistilBERT took every other layer of BERT: Sanh et al. 2019).
+    With ``start`` (an encoder written by `export_onnx`, e.g. a fine-tune) every weight but the word embeddings is
+    that file's (`onnx_bert_weights`) before the cut, so a cut can start from a fine-tuned model.
 
-    Raises KeyError when the file lacks a tensor, ValueError for ``layers`` empty, repeated, out of order or out of
-    range."""
+    Raises KeyError when the file (or ``start``) lacks a tensor or has one the model does not, ValueError for
+    ``layers`` empty, repeated, out of order or out of range."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -50,6 +90,12 @@ def bert_from_e5(e5: E5File, layers: Sequence[int] | None = None):
             for kind, suffix in (("weight", "w"), ("bias", "b")):
                 names[f"encoder.layer.{layer}.{ours}.{kind}"] = f"l{layer}.{theirs}.{suffix}"
     state = {name: torch.from_numpy(e5.tensor(source)) for name, source in names.items()}
+    if start is not None:
+        given, wanted = onnx_bert_weights(start), set(state) - {"embeddings.word_embeddings.weight"}
+        if set(given) != wanted:
+            raise KeyError(f"{start}: weights not matched: missing {sorted(wanted - set(given))[:5]}, "
+                           f"unexpected {sorted(set(given) - wanted)[:5]}")
+        state.update((name, torch.from_numpy(a)) for name, a in given.items())
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.endswith("position_ids")]
     if missing or unexpected:

@@ -56,7 +56,8 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
     its weight chosen on questions it has seen: a bias towards the dense list that can only cost the report half.
     ``sentence_sides``: (question side, sentence side) of a sentence encoder (e.g. the answer-sentence e5,
     `rag.retrieval.e5.E5Side`) for a fourth list: paragraphs by the best cosine of any of their sentences
-    (`rag.voice.verify.split_sentences`), top ``config.depth``; its RRF weight as configured is 1.
+    (`rag.voice.verify.split_sentences`), top ``config.depth``; its RRF weight as configured is 1. A question side that
+    is ``embedder`` itself reuses the dense list's question vectors (one embedding per question, as served).
     Returns `compare_fusions`'s dict.
     """
     from rag.io import normalise_text
@@ -77,7 +78,8 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
         per_query = {i: [index.dense_ranking(v, config.depth), index.bm25_ranking(texts[i], config.depth),
                          index.phonetic_ranking(texts[i], config.depth)] for i, v in zip(ids, vectors)}
         if sentence_sides is not None:
-            for i, q in zip(ids, sentence_sides[0].embed([texts[i] for i in ids])):
+            same = sentence_sides[0] is embedder   # the dense list's own question vectors: not embedded twice
+            for i, q in zip(ids, vectors if same else sentence_sides[0].embed([texts[i] for i in ids])):
                 best = np.full(len(passages), -np.inf)
                 np.maximum.at(best, owner, sentence_vectors @ q)
                 per_query[i].append([(int(j), float(best[j])) for j in np.argsort(-best, kind="stable")[:config.depth]])

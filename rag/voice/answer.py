@@ -175,8 +175,7 @@ def quoted(query: str, texts: Sequence[str]) -> list[bool]:
 # A sentence opening with a pronoun that points back names no subject when read alone ("It takes about 90 minutes."),
 # nor does one ending on a demonstrative that stands for things named before it ("We can recommend another shop for
 # those.": a new-user pass, session 57).
-POINTS_BACK = re.compile(r"(?:It|Its|They|Their|Them|This|That|These|Those|He|His|She|Her)\b|.*\b(?:these|those)\W*$",
-                         re.IGNORECASE)
+POINTS_BACK = re.compile(r"(?:It|Its|They|Their|Them|This|That|These|Those|He|His|She|Her)\b|.*\b[Tt]h(?:ese|ose)\W*$")
 
 
 def with_antecedent(sentence: str, doc: str, sentences: SentenceIndex, most: int = 3) -> list[str]:
