@@ -138,5 +138,5 @@ def test_a_cut_can_start_from_an_exported_fine_tunes_own_weights(tmp_path):
     cut = embeddings_numpy(bert_from_e5(e5, [0, 5, 11], tmp_path / "tuned.onnx"), tok, texts, 32)
     assert (cut * embeddings_numpy(tuned, tok, texts, 32)).sum(1).min() > 0.99999
     export_onnx(tuned, tmp_path / "three_layers.onnx")    # 3 layers cannot start a 12-layer model
-    with pytest.raises(KeyError, match="three_layers.onnx: weights not matched: missing \[.encoder.layer.10"):
+    with pytest.raises(KeyError, match=r"three_layers.onnx: weights not matched: missing \[.encoder.layer.10"):
         bert_from_e5(e5, start=tmp_path / "three_layers.onnx")

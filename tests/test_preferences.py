@@ -246,7 +246,7 @@ def test_chat_remembers_the_caller_for_the_next_call(small_kb, tmp_path, monkeyp
     turn = json.loads(out.out.splitlines()[0])
     assert turn["query"] == "what time do you open on saturday"
     assert turn["say"] == "You told us you can come on saturday. On Saturday we are open from 9 a.m. to 1 p.m."
-    assert "remembered for the caller's next call: nothing (llm: unreachable)" in out.err
+    assert "remembered for the caller's next call: nothing (llm down)" in out.err
     with sqlite3.connect(cache / "memory.sqlite3") as c:
         rows = c.execute("SELECT caller_hash, field, value FROM preferences").fetchall()
     assert len(rows) == 1 and rows[0][1:] == ("day", "saturday") and CALLER not in rows[0][0]
