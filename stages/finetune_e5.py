@@ -32,7 +32,10 @@ and is scored with the ``teacher`` embedding the passages: the served pair is th
 and the teacher for the KB, which is embedded once, offline. ``start`` (stage finetune_e5_l10_query): an encoder file
 whose weights the cut starts from instead of the packaged ones (`rag.train.e5.bert_from_e5`), e.g. the teacher itself;
 ``serve: q8`` (side queries only): the committed copy of ``ship_seed`` is its int8 question side, and the half and q8
-copies are the ones scored. ``ship_seed: null`` (stage finetune_e5_q8_seeds)
+copies are the ones scored; each seed's q8 copy is also scored inside hybrid_phonetic with a fourth list
+(`rag.train.evaluate.convex_hybrid` on the chain's rewritten questions: paragraphs by their best sentence under the
+teacher's vectors, the same question vector; weights from ``finetune.convex_weight_grid`` chosen on the even half's
+human questions), with the mean ± std over seeds (`rag.train.evaluate.fusion_mean_std`). ``ship_seed: null`` (stage finetune_e5_q8_seeds)
 measures only: no encoder is written, the half and q8 copies of each seed are scored, and the committed pair
 (``finetune_e5.model`` with ``finetune_e5_q8.model``, sha256s checked) joins as the row of ``finetune_e5.ship_seed``,
 so the mean ± std covers the shipped seed and the retrained ones.
@@ -41,9 +44,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from common import ROOT, committed, main, params, params_error, variant_option, variant_section
+from common import ROOT, check_weight_grid, committed, main, params, params_error, variant_option, variant_section
 from rag.io import sha256_of, write_json, write_text
-from rag.train.evaluate import fidelity, mean_std, report_table, smallest_faithful
+from rag.train.evaluate import fidelity, fusion_mean_std, mean_std, report_table, smallest_faithful
 
 KINDS = ("q", "half", "q8", "fp32")   # 8-bit MatMul weights, float16-stored weights (fp32 arithmetic), int8 question
                                       # side (passages by the half copy), the export
@@ -53,13 +56,14 @@ MEASURED = ("half", "q8")       # what a measure-only variant (``ship_seed: null
 
 def run():
     from rag import config
-    from rag.bench.heysquad import article_split, read_prepared
+    from rag.bench.heysquad import article_split, as_passages, read_prepared
     from rag.retrieval.e5 import E5Embedder, E5Side, package_file, read_e5
     from rag.train.distill import distill_seeds, teaching_texts
     from rag.train.e5 import bert_from_e5, export_onnx, train_seeds
-    from rag.train.evaluate import report_half
+    from rag.train.evaluate import convex_hybrid, report_half
     from rag.train.finetune import half_weights, int8_weights, quantize_weights
     from rag.train.pairs import training_pairs
+    from rag.voice.queries import rewrite_queries
 
     p = params()
     variant, f = variant_section(p, "finetune_e5")
@@ -89,6 +93,10 @@ def run():
     train_texts = ([q["human"] for q in queries if split[q["id"]] == "train"],
                    sorted({r["positive"] for r in rows}))        # the training half's questions and paragraphs
     e5, hc = read_e5(), config.hybrid_config(p)
+    if serve == "q8":
+        check_weight_grid(p["finetune"]["convex_weight_grid"], "finetune.convex_weight_grid")
+        rules = config.rewrite_rules(p, as_passages(passages))
+        teacher_passages = E5Side(E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"]), "passage")
     with tempfile.TemporaryDirectory() as folder:   # ~0.6 GB of exports, removed on failure too
         work = Path(folder)
 
@@ -97,6 +105,11 @@ def run():
             passage_side = (E5Embedder(ROOT / f["teacher"], e5, threads=f["threads"]) if side == "queries" else
                             E5Embedder(passages_by, e5, threads=f["threads"]) if passages_by else e)
             return report_half(data, hc, E5Side(e, "query"), passage_embedder=E5Side(passage_side, "passage"))
+
+        def fourth_list(path: Path) -> dict:   # the served student's lists + the teacher's sentences, one question
+            question = E5Side(E5Embedder(path, e5, threads=f["threads"]), "query")   # vector (session 57's eval)
+            return convex_hybrid(data, hc, question, teacher_passages, p["finetune"]["convex_weight_grid"],
+                                 texts_of=lambda qs: rewrite_queries(qs, rules), sentence_sides=(question, teacher_passages))
 
         def scored(model, name: str, kinds=SERVABLE if ships and serve == "smallest" else MEASURED) -> dict:
             fp32 = work / f"{name}.fp32.onnx"
@@ -113,6 +126,8 @@ def run():
                              else fidelity(path, reference, train_texts, e5, f["threads"])}
                 if kind in kinds:
                     out[kind]["metrics"] = metrics(path, work / f"{name}.half.onnx" if kind == "q8" else None)
+                if kind in kinds and kind == "q8" and serve == "q8":
+                    out[kind]["fourth_list"] = fourth_list(path)
             print(f"{variant}: {name}: " + ", ".join(
                 f"{kind} fidelity {v['fidelity']}"
                 + (f" human dense MRR@10 {v['metrics']['human']['dense']['mrr@10']}" if "metrics" in v else "")
@@ -153,6 +168,8 @@ def run():
                                          "q8": {"sha256": sha256_of(q8), "metrics": metrics(q8, half)}})
             results["mean_std_half"] = mean_std(results["models"], "half")
     results["mean_std"] = mean_std(results["models"], kind)
+    if serve == "q8":
+        results["fourth_list_mean_std"] = fusion_mean_std([r["q8"]["fourth_list"] for r in results["models"]])
     keys = (("max_epochs", "teacher", "drop_rate", "val_every", *(("side", "temperature") if side == "queries" else ()))
             if objective == "distill" else ("epochs", "scale"))
     results["settings"] = {k: f[k] for k in ("seeds", *keys, "batch_size", "lr", "warmup_ratio", "weight_decay",
@@ -198,7 +215,25 @@ def run():
                                          lambda r: f"seed {r['seed']}" + (" (committed)" if r.get("committed") else ""),
                                          kinds=(tuple(k for k in SERVABLE if k != kind) + (kind,)
                                                 if ships and serve == "smallest" else MEASURED),
-                                         before="before (packaged)" if layers is None else "before (cut, untrained)"))
+                                         before="before (packaged)" if layers is None else "before (cut, untrained)")
+               + (fourth_table(results) if serve == "q8" else ""))
+
+
+def fourth_table(results: dict) -> str:
+    """Markdown: each seed's served int8 question side inside hybrid_phonetic with a fourth list (paragraphs by their
+    best sentence under the teacher's vectors, the same question vector), the chain's rewritten questions, report-half
+    MRR@10 by fusion and form, weights chosen on the even half's human questions; the mean ± std row last."""
+    from rag.bench.compare import markdown_table
+
+    cells = [(form, fusion) for form in ("typed", "human", "machine") for fusion in ("rrf", "rrf_tuned", "convex")]
+    rows = [[f"seed {r['seed']}", str(r["q8"]["fourth_list"]["weights"]["convex"]),
+             *(r["q8"]["fourth_list"]["report_mrr@10"][fm][fu] for fm, fu in cells)] for r in results["models"]]
+    m = results["fourth_list_mean_std"]
+    rows.append(["mean ± std", "", *(f"{m[fm][fu][0]} ± {m[fm][fu][1]}" for fm, fu in cells)])
+    return ("\n\nhybrid_phonetic with a fourth list (paragraphs by their best sentence under the teacher's vectors, the "
+            "same int8 question vector), the chain's rewritten questions; weights (dense, BM25, phonetic, sentences) "
+            "chosen on the even half's human questions, report half MRR@10:\n\n"
+            + markdown_table(["seed", "convex weights", *(f"{fm} {fu}" for fm, fu in cells)], rows))
 
 
 main(run, options=variant_option("finetune_e5"))

@@ -313,6 +313,19 @@ def test_mean_std_is_the_mean_and_sample_std_over_models():
     assert "| seed 1 | q | 0.700 |" in table and "| mean ± std over seeds | q | 0.600 ± 0.141 |" in table
 
 
+def test_fusion_mean_std_is_per_form_and_fusion_over_seeds():
+    from rag.train.evaluate import fusion_mean_std
+
+    def seed(convex):
+        return {"report_mrr@10": {f: {"rrf": 0.8, "rrf_tuned": 0.85, "convex": convex + (0.1 if f == "typed" else 0)}
+                                  for f in ("typed", "human", "machine")}}
+
+    ms = fusion_mean_std([seed(0.9), seed(0.92), seed(0.88)])
+    assert ms["human"] == {"rrf": [0.8, 0.0], "rrf_tuned": [0.85, 0.0], "convex": [0.9, 0.02]}
+    assert ms["typed"]["convex"] == [1.0, 0.02]
+    assert fusion_mean_std([seed(0.9)])["machine"]["convex"] == [0.9, 0.0]
+
+
 @pytest.mark.train
 def test_export_matches_torch_and_the_quantised_copy_stays_close(tmp_path):
     from sentence_transformers import SentenceTransformer

@@ -169,6 +169,21 @@ def mean_std(models: Sequence[dict], kind: str = "q") -> dict:
     return out
 
 
+def fusion_mean_std(fusions: Sequence[dict]) -> dict:
+    """``{form: {fusion: [mean, std]}}`` of the report half's MRR@10 over ``fusions`` (one `compare_fusions` dict per
+    seed; fusion: rrf, rrf_tuned, convex), rounded to 4 decimals; std is the sample standard deviation, 0.0 for one.
+    Raises statistics.StatisticsError for none, KeyError for a dict without ``report_mrr@10``."""
+    import statistics
+
+    out = {}
+    for form in FORMS:
+        for fusion in ("rrf", "rrf_tuned", "convex"):
+            v = [r["report_mrr@10"][form][fusion] for r in fusions]
+            out.setdefault(form, {})[fusion] = [round(statistics.mean(v), 4),
+                                                round(statistics.stdev(v), 4) if len(v) > 1 else 0.0]
+    return out
+
+
 def report_table(results: dict, mean_key: str, label: Callable[[dict], str],
                  kinds: Sequence[str] = ("fp32", "q"), before: str = "before (packaged)") -> str:
     """Markdown MRR@10 table of a fine-tuning stage's ``results`` on the report half (``before``: `report_half`;
