@@ -211,7 +211,7 @@ def rewrite_rules(p: Mapping, passages: Sequence[Passage] = ()) -> RewriteRules:
 
 def hybrid_config(p: Mapping) -> HybridConfig:
     """``p["retrieval"]``: rrf_k, depth, weights, bm25 stopwords / min_token_len / floor / engine, phonetic list,
-    the dense index (exact | hnsw and its m, ef_construction, ef_search), fusion and convex_weights."""
+    the dense index (exact | hnsw and its m, ef_construction, ef_search), fusion, convex_weights and sentence_weight."""
     r = p["retrieval"]
     def num(key, kind=float, **bounds):
         return number(p, "retrieval", key, kind, **bounds)
@@ -226,7 +226,8 @@ def hybrid_config(p: Mapping) -> HybridConfig:
                         hnsw=(num("hnsw_m", int, at_least=2, at_most=256), num("hnsw_ef_construction", int, at_least=1),
                               num("hnsw_ef_search", int, at_least=1)),
                         bm25_engine=str(r["bm25_engine"]), fusion=str(r["fusion"]),
-                        convex_weights=fusion_weights(r["convex_weights"], "retrieval.convex_weights", 3))
+                        convex_weights=fusion_weights(r["convex_weights"], "retrieval.convex_weights", 3),
+                        sentence_weight=num("sentence_weight", at_least=0))
 
 
 def gate_retrieval(p: Mapping) -> dict:

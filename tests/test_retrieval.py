@@ -81,7 +81,7 @@ def test_non_string_stopwords_are_refused():
                  "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
                  "phonetic_encoder": "metaphone", "phonetic_ngram": 3, "index": "exact",
                  "hnsw_m": 16, "hnsw_ef_construction": 80, "hnsw_ef_search": 64, "bm25_engine": "rank_bm25",
-                 "fusion": "rrf", "convex_weights": [1.0, 1.0, 1.0]}
+                 "fusion": "rrf", "convex_weights": [1.0, 1.0, 1.0], "sentence_weight": 0.0}
     with pytest.raises(ValueError, match="retrieval.stopwords must be a list of words, got False, True"):
         config.hybrid_config({"retrieval": {**retrieval, "stopwords": ["the", True, False]}})
     words = ["the", "on", "off", "yes", "no"]  # strings in YAML 1.2 (rag.io.read_params), quoted or not
@@ -93,7 +93,7 @@ def test_fusion_settings_are_checked_naming_the_params_key():
                  "stopwords": [], "min_token_len": 1, "bm25_floor": 0.0, "phonetic_weight": 1.0,
                  "phonetic_encoder": "metaphone", "phonetic_ngram": 3, "index": "exact", "hnsw_m": 16,
                  "hnsw_ef_construction": 80, "hnsw_ef_search": 64, "bm25_engine": "rank_bm25", "fusion": "convex",
-                 "convex_weights": [1, 0.5, 0]}
+                 "convex_weights": [1, 0.5, 0], "sentence_weight": 0.0}
     h = config.hybrid_config({"retrieval": retrieval})
     assert (h.fusion, h.convex_weights) == ("convex", (1.0, 0.5, 0.0))
     for bad in ([1.0, 1.0], [0, 0, 0], [1, -1, 1], [1, True, 1], [1, float("nan"), 1], "1 1 1"):
@@ -101,6 +101,10 @@ def test_fusion_settings_are_checked_naming_the_params_key():
             config.hybrid_config({"retrieval": {**retrieval, "convex_weights": bad}})
     with pytest.raises(ValueError, match="retrieval.fusion must be one of"):
         config.hybrid_config({"retrieval": {**retrieval, "fusion": "max"}})
+    for bad in (-1, True, float("inf"), "1"):
+        with pytest.raises(ValueError, match=r"retrieval.sentence_weight must be"):
+            config.hybrid_config({"retrieval": {**retrieval, "sentence_weight": bad}})
+    assert config.hybrid_config({"retrieval": {**retrieval, "sentence_weight": 2}}).sentence_weight == 2.0
     with pytest.raises(ValueError, match=r"ko.learned.weight_grid must list some weights"):
         fusion_weights([], "ko.learned.weight_grid")
     with pytest.raises(ValueError, match=r"retrieval.convex_weights \(dense, bm25, phonetic\) must list 3 weights"):
@@ -126,6 +130,40 @@ def test_convex_fusion_reads_score_gaps_that_rrf_throws_away():
     assert no_phonetic.ranking(query, "hybrid_phonetic", QUERY_VECTOR) == convex.ranking(query, "hybrid", QUERY_VECTOR)
     with pytest.raises(ValueError, match="unknown fusion 'max'"):
         convex.ranking(query, "hybrid", QUERY_VECTOR, fusion="max")
+
+
+def test_best_sentence_ranking_by_hand():
+    from rag.retrieval.indexes import best_sentence_ranking
+
+    owner = np.array([0, 0, 1, 2])                      # passage 3 has no sentence
+    sentences = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, 0.6]], dtype=np.float32)
+    q = np.array([0.0, 1.0], dtype=np.float32)          # cosines 0, 1 | 0.8 | 0.6
+    ranked = best_sentence_ranking(owner, sentences, q, 4)
+    assert [i for i, _ in ranked] == [0, 1, 2, 3] and ranked[1][1] == pytest.approx(0.8) and ranked[3][1] == -math.inf
+    assert [i for i, _ in best_sentence_ranking(owner, sentences, np.array([1.0, 0.0], np.float32), 4, k=2)] == [0, 2]
+
+
+def test_the_sentence_list_finds_a_passage_by_its_one_matching_sentence():
+    from rag.retrieval.embed import passage_embedder, query_embedder
+
+    texts = ["The clinic opens at nine on weekdays. Parking is free behind the building.",
+             "Flu shots cost thirty dollars. We accept personal checks and cards.",
+             "Refills take three business days."]
+    passages = [Passage(f"p{i}", f"d{i}", t) for i, t in enumerate(texts)]
+    vectors = passage_embedder().embed(texts)
+    off = PassageIndex(passages, vectors, HybridConfig(rrf_k=10))
+    on = PassageIndex(passages, vectors, HybridConfig(rrf_k=10, sentence_weight=2.0))
+    query = "is the parking free"
+    q = query_embedder().embed_one(query)
+    sentence_list = on.sentence_ranking(q)
+    assert sentence_list[0][0] == 0
+    assert sentence_list[0][1] == pytest.approx(float(passage_embedder().embed(["Parking is free behind the building."])[0] @ q), abs=1e-5)
+    lists = [on.dense_ranking(q, 20), on.bm25_ranking(query, 20), on.phonetic_ranking(query, 20), on.sentence_ranking(q, 20)]
+    assert on.ranking(query, "hybrid_phonetic", q) == rrf_fuse(lists, k=10, weights=[1.0, 1.0, 1.0, 2.0])
+    assert off.ranking(query, "hybrid_phonetic", q) == rrf_fuse(lists[:3], k=10, weights=[1.0, 1.0, 1.0])
+    assert on.ranking(query, "hybrid", q) == off.ranking(query, "hybrid", q)   # the gate's hybrid signal: 3 lists max
+    convex = PassageIndex(passages, vectors, HybridConfig(fusion="convex", convex_weights=(1.0, 0.5, 0.5), sentence_weight=1.0))
+    assert convex.ranking(query, "hybrid_phonetic", q) == convex_fuse(lists, [1.0, 0.5, 0.5, 1.0])
 
 
 def test_convex_fuse_by_hand():

@@ -44,6 +44,16 @@ def rank(scores: np.ndarray, k: int | None = None) -> Ranking:
     return [(int(i), float(scores[i])) for i in order]
 
 
+def best_sentence_ranking(owner: np.ndarray, sentence_vectors: np.ndarray, query_vector: np.ndarray, n: int,
+                          k: int | None = None) -> Ranking:
+    """Passages by the best cosine of any of their sentences with the (d,) unit query vector, as `rank` orders them
+    (top ``k``; None: all). owner: (m,) int, the passage index of each sentence; sentence_vectors: (m, d) unit rows;
+    n: the number of passages (one without a sentence scores -inf, last)."""
+    best = np.full(n, -np.inf)
+    np.maximum.at(best, owner, np.asarray(sentence_vectors, dtype=np.float32) @ np.asarray(query_vector, np.float32))
+    return rank(best, k)
+
+
 class DenseIndex:
     """Exact cosine search over L2-normalised passage vectors.
 

@@ -16,8 +16,9 @@ import snowballstemmer
 
 from rag.retrieval.chunk import Passage, chunk_folder
 from rag.io import normalise_text
-from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, convex_fuse, fusion_weights,
-                                   identifiers, promote_exact_hit, promote_quoted, rrf_fuse, word_tokens)
+from rag.retrieval.indexes import (BM25_ENGINES, BM25Index, DenseIndex, HNSWIndex, Ranking, best_sentence_ranking,
+                                   convex_fuse, fusion_weights, identifiers, promote_exact_hit, promote_quoted, rrf_fuse,
+                                   word_tokens)
 
 DEFAULT_KB = Path(__file__).resolve().parents[2] / "fixtures" / "voice" / "kb"
 MODES = ("dense", "bm25", "hybrid", "hybrid_phonetic")
@@ -54,6 +55,10 @@ class HybridConfig:
     ``weights`` / ``phonetic_weight`` and ``rrf_k``: ranks only) or ``convex``
     (`rag.retrieval.indexes.convex_fuse` at ``convex_weights`` (dense, bm25, phonetic): each list's scores min-max
     normalised over its top ``depth``, then a weighted sum; Bruch, Gai & Ingber 2023).
+    sentence_weight: 0 (default) or the weight, in either fusion, of a fourth list of ``hybrid_phonetic``: passages by
+    the best cosine of any of their sentences (`rag.voice.verify.split_sentences`) with the same query vector
+    (`PassageIndex.sentence_ranking`); the sentences are embedded by the process-wide passage side on first use.
+    Not in ``hybrid``, whose RRF score the gate reads.
     """
 
     rrf_k: int = 60
@@ -71,8 +76,12 @@ class HybridConfig:
     stemmer: str = "none"
     fusion: str = "rrf"
     convex_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    sentence_weight: float = 0.0
 
     def __post_init__(self):
+        if (isinstance(self.sentence_weight, bool) or not isinstance(self.sentence_weight, (int, float))
+                or not 0 <= self.sentence_weight < float("inf")):
+            raise ValueError(f"retrieval.sentence_weight must be a finite number >= 0, got {self.sentence_weight!r}")
         if self.fusion not in FUSIONS:
             raise ValueError(f"retrieval.fusion must be one of {FUSIONS}, got {self.fusion!r}")
         fusion_weights(self.convex_weights, "retrieval.convex_weights (dense, bm25, phonetic)", 3)
@@ -107,6 +116,7 @@ class PassageIndex:
         self._bm25: BM25Index | None = None
         self._phonetic: BM25Index | None = None
         self._named_by: dict[str, list[int]] | None = None
+        self._sentences: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def from_folder(cls, folder: str | Path, config: HybridConfig = HybridConfig(),
@@ -153,6 +163,23 @@ class PassageIndex:
             self._named_by = named
         return self._named_by
 
+    def sentence_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
+        """Passages by the best cosine of any of their sentences with the unit query vector, best first
+        (`rag.retrieval.indexes.best_sentence_ranking`). The sentences (`rag.voice.verify.split_sentences` of each
+        passage) are embedded on first use by `rag.retrieval.embed.passage_embedder`, the process-wide encoder's
+        passage side, which must be the one that embedded the query's side."""
+        if self._sentences is None:
+            from rag.retrieval.embed import passage_embedder
+            from rag.voice.verify import split_sentences
+
+            owner, texts = [], []
+            for i, p in enumerate(self.passages):
+                parts = split_sentences(p.text) or [p.text]
+                owner += [i] * len(parts)
+                texts += parts
+            self._sentences = (np.array(owner), passage_embedder().embed(texts))
+        return best_sentence_ranking(*self._sentences, query_vector, len(self.passages), depth)
+
     def dense_ranking(self, query_vector: np.ndarray, depth: int | None = None) -> Ranking:
         """Passages by cosine with the (384,) unit query vector, best first (``hnsw``: at most ef_search)."""
         return self.dense.top_k(query_vector, depth)
@@ -185,7 +212,8 @@ class PassageIndex:
     def ranking(self, query: str, mode: str, query_vector: np.ndarray | None = None,
                 fusion: str | None = None) -> Ranking:
         """The full ranking of one mode (hybrid: the dense and BM25 lists' top ``depth`` fused; hybrid_phonetic: the
-        same plus the phonetic list's top ``depth``; fused as ``fusion`` says, default the config's
+        same plus the phonetic list's top ``depth`` and, when ``config.sentence_weight`` > 0, `sentence_ranking`'s;
+        fused as ``fusion`` says, default the config's
         (`HybridConfig.fusion`); in both, a passage every lexical list ranks first for a unique exact number of the
         query stays first, `rag.retrieval.indexes.promote_exact_hit`). In every mode, the one passage naming a phone
         number or code the query quotes goes first (`rag.retrieval.indexes.promote_quoted`: "what is 5550177" finds
@@ -203,15 +231,20 @@ class PassageIndex:
             ranked = self.bm25_ranking(query)
         else:
             c = self.config
-            lists = [self.dense_ranking(query_vector, c.depth), self.bm25_ranking(query, c.depth)]
+            lexical = [self.bm25_ranking(query, c.depth)]
             if mode == "hybrid_phonetic":
-                lists.append(self.phonetic_ranking(query, c.depth))
+                lexical.append(self.phonetic_ranking(query, c.depth))
+            lists = [self.dense_ranking(query_vector, c.depth), *lexical]
+            n = len(lists)
             fusion = fusion or c.fusion
             if fusion not in FUSIONS:
                 raise ValueError(f"unknown fusion {fusion!r}; expected one of {FUSIONS}")
-            fused = (convex_fuse(lists, c.convex_weights[:len(lists)]) if fusion == "convex" else
-                     rrf_fuse(lists, k=c.rrf_k, weights=[*c.weights, c.phonetic_weight][:len(lists)]))
-            ranked = promote_exact_hit(fused, lists[1:], self.tokenize(query), self.bm25.postings)
+            weights = list(c.convex_weights[:n] if fusion == "convex" else [*c.weights, c.phonetic_weight][:n])
+            if mode == "hybrid_phonetic" and c.sentence_weight > 0:
+                lists.append(self.sentence_ranking(query_vector, c.depth))
+                weights.append(c.sentence_weight)
+            fused = convex_fuse(lists, weights) if fusion == "convex" else rrf_fuse(lists, k=c.rrf_k, weights=weights)
+            ranked = promote_exact_hit(fused, lexical, self.tokenize(query), self.bm25.postings)
         quoted = identifiers(query)
         return promote_quoted(ranked, quoted, self.named_by) if quoted else ranked
 

@@ -66,6 +66,7 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
     split = article_split(passages, queries)
     index = PassageIndex(as_passages(passages), passage_embedder.embed([r["text"] for r in passages]), config)
     if sentence_sides is not None:
+        from rag.retrieval.indexes import best_sentence_ranking
         from rag.voice.verify import split_sentences
 
         owner, sentences = zip(*((i, x) for i, r in enumerate(passages) for x in split_sentences(r["text"])))
@@ -80,9 +81,7 @@ def convex_hybrid(data_dir: str | Path, config: HybridConfig, embedder, passage_
         if sentence_sides is not None:
             same = sentence_sides[0] is embedder   # the dense list's own question vectors: not embedded twice
             for i, q in zip(ids, vectors if same else sentence_sides[0].embed([texts[i] for i in ids])):
-                best = np.full(len(passages), -np.inf)
-                np.maximum.at(best, owner, sentence_vectors @ q)
-                per_query[i].append([(int(j), float(best[j])) for j in np.argsort(-best, kind="stable")[:config.depth]])
+                per_query[i].append(best_sentence_ranking(owner, sentence_vectors, q, len(passages), config.depth))
         n_lists = len(per_query[ids[0]])
         lists[source] = {part: [{i: per_query[i][m] for i in ids if split[i] == part} for m in range(n_lists)]
                          for part in ("train", "report")}

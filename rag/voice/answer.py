@@ -75,7 +75,8 @@ class AnswerSettings:
         """How `pick_sentence` ranks the retrieved sentences: ``hybrid`` with ``sentence_stemmer``, fused as
         ``sentence_fusion`` says (``retrieval.fusion`` is the passages'; a convex sentence ranking uses
         ``hybrid.convex_weights``)."""
-        return replace(self.hybrid, stemmer=self.sentence_stemmer, fusion=self.sentence_fusion)
+        return replace(self.hybrid, stemmer=self.sentence_stemmer, fusion=self.sentence_fusion,
+                       sentence_weight=0.0)   # sentences have no sentences to list
 
 
 def retrieve(index: PassageIndex, query: str, vector: np.ndarray, settings: AnswerSettings):
