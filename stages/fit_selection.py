@@ -20,6 +20,10 @@ Writes the models (``select.model_dir``/selection-{design}.json, committed), eve
 ``select.pairs`` (the cross-encoder's training data, stage train_cross) and metrics/heysquad/selection.json:
 pick hit rate per form and split for the rules pick and each design, near-miss refused, and the same on the
 clinic out of fold (``clinic_out_of_fold``; the rules pick with the clinic's tables off, as on a new KB), ~5 min.
+
+``--variant SECTION`` (stage fit_selection_e5_fourth) measures another chain, nothing written to models/ or
+``select.pairs``: the section's ``embed_model`` and ``retrieval`` keys over params' (the HeySQuAD paragraphs embedded
+again by that encoder), the same fits and report written to ``heysquad.metrics_dir``/``metrics_file``.
 """
 import json
 import random
@@ -27,7 +31,7 @@ import time
 
 import numpy as np
 
-from common import ROOT, heysquad_index, main, params, tables_off
+from common import ROOT, args, heysquad_index, main, params, params_error, tables_off
 from rag import config
 from rag.eval.scoring import has_facts
 from rag.io import read_jsonl
@@ -118,14 +122,42 @@ def report(groups, scorer, probabilities=None):
             "near_miss_refused": round(float(np.mean([picks[id(g)][1] < scorer.min_score for g in nm])), 6)}
 
 
+def with_variant(p: dict) -> tuple[dict, str | None]:
+    """``(params, variant)``: with ``--variant SECTION``, ``p`` with that section's ``embed_model`` as ``embed.model``
+    (made the process-wide encoder) and its ``retrieval`` keys over ``retrieval``'s, checked like params.yaml; else
+    ``p`` unchanged and None. InputError naming the params file for a missing section or a bad value."""
+    from rag.retrieval.embed import use_encoder
+
+    variant = args().variant
+    if variant is None:
+        return p, None
+    v = p.get(variant)
+    if not isinstance(v, dict) or not {"embed_model", "retrieval", "metrics_file"} <= set(v):
+        raise params_error(f"--variant {variant}: needs a section with embed_model, retrieval and metrics_file")
+    unknown = sorted(set(v["retrieval"]) - set(p["retrieval"]))
+    if unknown:
+        raise params_error(f"{variant}.retrieval: no such retrieval keys {unknown}")
+    q = {**p, "embed": {**p["embed"], "model": v["embed_model"]}, "retrieval": {**p["retrieval"], **v["retrieval"]}}
+    try:
+        config.check(q)
+        use_encoder(config.encoder(q, ROOT))
+    except (KeyError, ValueError, TypeError) as e:
+        raise params_error(f"{variant}: {e}") from None
+    return q, variant
+
+
 def run():
     t0 = time.perf_counter()
-    p = params()
+    p, variant = with_variant(params())
     s = p["select"]
     e5_path = ROOT / s["model_dir"] / s["e5_model"]
     e5_sha256 = sha256_of(e5_path)
     e5 = cosines_of(e5_path, e5_sha256)
     passages, queries, index = heysquad_index(p, "answers")
+    if variant:   # embed.npy is the default encoder's: the paragraphs again, by the variant's
+        from rag.retrieval.embed import passage_embedder
+
+        index = PassageIndex(index.passages, passage_embedder().embed([x.text for x in index.passages]), index.config)
     settings, rules, hybrid = config.answer_settings(p, 0.0), config.verify_rules(p), config.hybrid_config(p)
     kb = {r["_id"]: r["text"] for r in passages}
     article = {r["_id"]: r["article"] for r in passages}
@@ -156,10 +188,12 @@ def run():
             groups[(source, kind)] = groups_of(queries, ts, embed_texts(ts), index, sentences, settings, rules,
                                                hybrid, kind == "near_miss", e5)
         print(f"fit_selection: {source} {time.perf_counter() - t0:.0f} s", flush=True)
-    write_jsonl(ROOT / s["pairs"], ({"split": split[g["id"]], "form": source, "near_miss": g["near_miss"], "id": g["id"],
-                                     "query": g["query"], "sentence": c, "label": bool(y_), "keep": bool(k)}
-                                    for (source, _), gs in groups.items() for g in gs
-                                    for c, y_, k in zip(g["sentences"], g["y"], g["keep"])))
+    if not variant:
+        write_jsonl(ROOT / s["pairs"], ({"split": split[g["id"]], "form": source, "near_miss": g["near_miss"],
+                                         "id": g["id"], "query": g["query"], "sentence": c, "label": bool(y_),
+                                         "keep": bool(k)}
+                                        for (source, _), gs in groups.items() for g in gs
+                                        for c, y_, k in zip(g["sentences"], g["y"], g["keep"])))
     train = [g for gs in groups.values() for g in gs if split[g["id"]] == "train"]
     clinic = clinic_groups(p, settings, config.verify_rules(tables_off(p)), hybrid, e5)  # rules pick as on a new KB
     clinic_docs = sorted({g["near"] for g in clinic})
@@ -204,7 +238,8 @@ def run():
                                           "the clinic's questions and near misses, out-of-fold (two halves by document)"),
                   "candidates": n, "positives": pos}
         m.e5_model, m.e5_sha256 = s["e5_model"], e5_sha256
-        m.save(ROOT / s["model_dir"] / f"selection-{design}.json")
+        if not variant:
+            m.save(ROOT / s["model_dir"] / f"selection-{design}.json")
         scorers[design], out_of_fold[design] = m, report(clinic, m, best)
     out = {"split": "train = even articles (fit), report = odd articles; min_score chosen on the clinic",
            "e5_model": s["e5_model"],
@@ -218,10 +253,16 @@ def run():
             out["results"].setdefault(source, {})[part] = {
                 d: report(both, scorers.get(d)) for d in ("rules", *scorers)}
     out["runtime_s"] = round(time.perf_counter() - t0, 1)
-    write_json(ROOT / p["heysquad"]["metrics_dir"] / "selection.json", out)
+    if variant:
+        out["variant"] = {"section": variant, "embed.model": p["embed"]["model"],
+                          "retrieval": {k: p["retrieval"][k] for k in p[variant]["retrieval"]}}
+    write_json(ROOT / p["heysquad"]["metrics_dir"] / (p[variant]["metrics_file"] if variant else "selection.json"), out)
     for source, parts in out["results"].items():
         print(source, {d: r["hit"] for d, r in parts["report"].items()})
     print("clinic, out of fold:", out["clinic_out_of_fold"])
 
 
-main(run)
+main(run, options=lambda ap: ap.add_argument(
+    "--variant", default=None, metavar="SECTION",
+    help="measure only, nothing written to models/ or select.pairs: a params section giving embed_model, retrieval "
+         "keys over params' and metrics_file (in heysquad.metrics_dir)"))

@@ -190,3 +190,33 @@ def test_finetune_e5_names_a_bad_start_or_serve_before_any_data_or_training(tmp_
                         "finetune_e5_l10_query", "--params", str(tmp_path / "p.yaml")], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.startswith(f"error: {tmp_path / 'p.yaml'}: {message}")
     assert r.stderr.count("\n") == 1 and out.read_bytes() == before
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"retrieval": {"fusion": "max"}}, "fit_selection_e5_fourth: retrieval.fusion must be one of"),
+    ({"retrieval": {"sentence_wieght": 1.0}}, "fit_selection_e5_fourth.retrieval: no such retrieval keys ['sentence_wieght']"),
+    ({"embed_model": "nosuch"}, "fit_selection_e5_fourth: "),
+    ({"metrics_file": None}, "--variant fit_selection_e5_fourth: needs a section with embed_model, retrieval and"),
+])
+def test_fit_selection_variant_is_checked_before_any_work_and_writes_nothing(tmp_path, change, message):
+    """Stage fit_selection_e5_fourth (session 58) measures another chain; a bad section is one line naming the params
+    file, exit 1, and neither the shipped scorers nor any metrics file is touched."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    p = yaml.safe_load((common.ROOT / "params.yaml").read_text())
+    section = p["fit_selection_e5_fourth"]
+    for k, v in change.items():
+        if v is None:
+            del section[k]
+        else:
+            section[k] = v
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(p))
+    kept = [common.ROOT / "models" / "selection-linear.json", common.ROOT / "metrics" / "heysquad" / "selection.json"]
+    before = [f.read_bytes() for f in kept]
+    r = subprocess.run([sys.executable, str(common.ROOT / "stages" / "fit_selection.py"), "--variant",
+                        "fit_selection_e5_fourth", "--params", str(tmp_path / "p.yaml")], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.startswith(f"error: {tmp_path / 'p.yaml'}: {message}"), r.stderr
+    assert r.stderr.count("\n") == 1 and [f.read_bytes() for f in kept] == before
